@@ -1,0 +1,24 @@
+# Two entry points for a fresh clone (see README Quickstart):
+#   make bench   benchmark this commit with asv and publish the HTML site
+#   make test    run the tests (Triton interpreter on CPU when there is no GPU)
+# Both create .venv from requirements-dev.txt on first use. On a GPU host whose
+# torch lives in another environment, point PYTHON at that interpreter and set
+# VENV= (empty) to use it as is: make bench PYTHON=/opt/torch/.venv/bin/python3 VENV=
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(if $(VENV),$(VENV)/bin/python,$(PYTHON))
+
+.PHONY: bench test
+bench: $(if $(VENV),$(VENV)/.installed)
+	$(PY) tools/bench.py run HEAD
+	$(PY) tools/bench.py publish
+
+test: $(if $(VENV),$(VENV)/.installed)
+	$(PY) -m pytest -q
+
+$(VENV)/.installed: requirements-dev.txt
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install -q -r requirements-dev.txt
+	$(VENV)/bin/python -m pip install -q --no-deps -e .
+	touch $@

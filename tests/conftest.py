@@ -1,0 +1,28 @@
+"""Test setup: without a GPU, kernels run in Triton's interpreter on CPU tensors.
+
+TRITON_INTERPRET must be set before fusedkernel (and its @triton.jit kernels)
+is imported, hence here, at collection time.
+"""
+
+import os
+
+import pytest
+import torch
+
+HAS_CUDA = torch.cuda.is_available()
+if not HAS_CUDA:
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+DEVICE = "cuda" if HAS_CUDA else "cpu"
+
+
+def pytest_collection_modifyitems(config, items):
+    skip = pytest.mark.skip(reason="needs a CUDA GPU")
+    for item in items:
+        if "cuda" in item.keywords and not HAS_CUDA:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def device():
+    return DEVICE

@@ -1,0 +1,133 @@
+"""The fused op against the fp32 reference: dtypes, widths, layouts, edge cases."""
+
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import fusedkernel
+from fusedkernel import add_rmsnorm
+from helpers import assert_matches_reference, rand, reference
+
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+
+# Width 1, odd and prime widths, powers of two and one past them, widths past
+# the single-tile limit (looped path in the interpreter, split path on a GPU).
+WIDTHS = [1, 7, 13, 127, 1000, 4096, 4097, 16384, 16385, 65537, 262144]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", WIDTHS)
+def test_matches_reference_across_widths(dtype, n, device):
+    rows = 3 if n <= 16384 else 2
+    x, r = rand((rows, n), dtype, device, seed=n), rand((rows, n), dtype, device, seed=n + 1)
+    w = rand((n,), dtype, device, seed=n + 2)
+    assert_matches_reference(add_rmsnorm(x, r, w), x, r, w)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_float32_weight(dtype, device):
+    x, r = rand((5, 300), dtype, device), rand((5, 300), dtype, device)
+    w = rand((300,), torch.float32, device)
+    assert_matches_reference(add_rmsnorm(x, r, w), x, r, w)
+
+
+def test_three_d_input_keeps_shape(device):
+    x, r = rand((2, 3, 96), torch.bfloat16, device), rand((2, 3, 96), torch.bfloat16, device)
+    w = rand((96,), torch.bfloat16, device)
+    assert_matches_reference(add_rmsnorm(x, r, w, eps=1e-5), x, r, w, eps=1e-5)
+
+
+@pytest.mark.parametrize("n", [64, 33, 20000])
+def test_strided_row_views_of_a_fused_projection(n, device):
+    # x is the middle third of a fused QKV output: row stride 3n, last dim contiguous.
+    qkv = rand((2, 4, 3 * n), torch.float16, device)
+    x = qkv[..., n:2 * n]
+    r = rand((2, 4, 2 * n), torch.float16, device)[..., :n]
+    w = rand((n,), torch.float16, device)
+    assert x.stride(-2) == 3 * n and r.stride(-2) == 2 * n
+    y = add_rmsnorm(x, r, w)
+    assert y.is_contiguous()
+    assert_matches_reference(y, x, r, w)
+
+
+@pytest.mark.parametrize("shape", [(0, 64), (2, 0, 64), (0, 20000)])
+def test_zero_rows_return_empty_without_launch(shape, device, monkeypatch):
+    def no_launch(*args, **kwargs):
+        raise AssertionError("launched a kernel for zero rows")
+
+    monkeypatch.setattr(fusedkernel.ops, "forward_rows", no_launch)
+    x = torch.empty(shape, dtype=torch.bfloat16, device=device)
+    y = add_rmsnorm(x, torch.empty_like(x), torch.ones(shape[-1], dtype=torch.bfloat16, device=device))
+    assert y.shape == shape and y.dtype == torch.bfloat16
+
+
+@pytest.mark.parametrize("n", [512, 20000])
+def test_float16_squares_that_overflow_float16_stay_finite(n, device):
+    # |t| ~ 600: t*t ~ 3.6e5 > 65504 (fp16 max); an fp16 accumulator would give inf.
+    x = rand((4, n), torch.float16, device, scale=300.0)
+    r = rand((4, n), torch.float16, device, scale=300.0)
+    w = rand((n,), torch.float16, device)
+    y = add_rmsnorm(x, r, w)
+    assert torch.isfinite(y).all()
+    assert_matches_reference(y, x, r, w)
+
+
+@pytest.mark.parametrize("n", [100, 20000])
+def test_nan_stays_in_its_row(n, device):
+    x, r = rand((6, n), torch.float32, device), rand((6, n), torch.float32, device)
+    x[2, n // 2] = math.nan
+    w = rand((n,), torch.float32, device)
+    y = add_rmsnorm(x, r, w)
+    assert torch.isnan(y[2]).all()
+    keep = [0, 1, 3, 4, 5]
+    assert_matches_reference(y[keep], x[keep], r[keep], w)
+
+
+@pytest.mark.parametrize("n", [5, 300, 20001])
+def test_every_output_element_is_written(n, device, monkeypatch):
+    # Poison the output buffer: a masked-off or skipped element would stay NaN.
+    monkeypatch.setattr(fusedkernel.ops.torch, "empty",
+                        lambda *a, **k: torch.full(*a, math.nan, **k))
+    x, r = rand((7, n), torch.bfloat16, device), rand((7, n), torch.bfloat16, device)
+    w = rand((n,), torch.bfloat16, device)
+    assert_matches_reference(add_rmsnorm(x, r, w), x, r, w)
+
+
+@settings(max_examples=40, deadline=None)
+@given(rows=st.integers(0, 9), n=st.integers(1, 300), dtype=st.sampled_from(DTYPES),
+       eps=st.floats(1e-12, 1.0), weight_fp32=st.booleans(), seed=st.integers(0, 2**16))
+def test_random_inputs_match_reference(rows, n, dtype, eps, weight_fp32, seed):
+    from conftest import DEVICE
+
+    x, r = rand((rows, n), dtype, DEVICE, seed=seed), rand((rows, n), dtype, DEVICE, seed=seed + 1)
+    w = rand((n,), torch.float32 if weight_fp32 else dtype, DEVICE, seed=seed + 2)
+    assert_matches_reference(add_rmsnorm(x, r, w, eps=eps), x, r, w, eps=eps)
+
+
+@pytest.mark.cuda
+def test_more_than_2_31_elements():
+    # 2**31 + 4096 elements per tensor: offsets past int32 must address correctly.
+    n = 4096
+    rows = 2**31 // n + 1
+    x = torch.randn(rows, n, dtype=torch.bfloat16, device="cuda")
+    r = torch.randn(rows, n, dtype=torch.bfloat16, device="cuda")
+    w = torch.randn(n, dtype=torch.bfloat16, device="cuda")
+    y = add_rmsnorm(x, r, w)
+    for sl in (slice(0, 4), slice(rows // 2, rows // 2 + 4), slice(rows - 4, rows)):
+        assert_matches_reference(y[sl], x[sl], r[sl], w)
+    del x, r, y
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("rows, n", [(4096, 65536), (3, 262144), (1000, 100003)])
+def test_wide_rows_many_programs_on_gpu(rows, n):
+    # The split path with many more programs than fit on the GPU at once.
+    x = torch.randn(rows, n, dtype=torch.bfloat16, device="cuda")
+    r = torch.randn(rows, n, dtype=torch.bfloat16, device="cuda")
+    w = torch.randn(n, dtype=torch.bfloat16, device="cuda")
+    for _ in range(3):  # reuses the self-resetting counters
+        y = add_rmsnorm(x, r, w)
+    torch.testing.assert_close(y.float(), reference(x, r, w), rtol=2.0**-7, atol=1e-4)

@@ -1,0 +1,110 @@
+"""Every bad input raises a TypeError / ValueError that names the argument."""
+
+import math
+
+import pytest
+import torch
+
+from fusedkernel import add_rmsnorm, add_rmsnorm_compiled, add_rmsnorm_eager
+from fusedkernel._validation import check_eps
+
+OPS = [add_rmsnorm, add_rmsnorm_eager, add_rmsnorm_compiled]
+
+
+def good(device, n=8, dtype=torch.float16):
+    return (torch.randn(2, n, device=device, dtype=dtype), torch.randn(2, n, device=device, dtype=dtype),
+            torch.randn(n, device=device, dtype=dtype))
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("case, exc, match", [
+    ("x_not_tensor", TypeError, "x must be a torch.Tensor"),
+    ("residual_not_tensor", TypeError, "residual must be a torch.Tensor"),
+    ("weight_not_tensor", TypeError, "weight must be a torch.Tensor"),
+    ("int_x", TypeError, "x must be float32, float16 or bfloat16"),
+    ("float64_x", TypeError, "x must be float32, float16 or bfloat16"),
+    ("residual_dtype", TypeError, "residual must have x's dtype"),
+    ("weight_dtype", TypeError, "weight must be torch.float16"),
+    ("shape_mismatch", ValueError, "residual must have x's shape"),
+    ("weight_length", ValueError, r"weight must have shape \(8,\)"),
+    ("weight_2d", ValueError, r"weight must have shape \(8,\)"),
+    ("zero_width", ValueError, "hidden size N"),
+    ("scalar_x", ValueError, "at least one dimension"),
+    ("eps_zero", ValueError, "eps must be finite and > 0"),
+    ("eps_negative", ValueError, "eps must be finite and > 0"),
+    ("eps_nan", ValueError, "eps must be finite and > 0"),
+    ("eps_inf", ValueError, "eps must be finite and > 0"),
+    ("eps_str", TypeError, "eps must be a real number"),
+    ("eps_bool", TypeError, "eps must be a real number"),
+    ("eps_tensor", TypeError, "eps must be a real number"),
+])
+def test_bad_input_names_the_argument(op, case, exc, match, device):
+    x, r, w = good(device)
+    eps = 1e-6
+    if case == "x_not_tensor":
+        x = x.tolist()
+    elif case == "residual_not_tensor":
+        r = 1.0
+    elif case == "weight_not_tensor":
+        w = None
+    elif case == "int_x":
+        x, r = x.to(torch.int32), r.to(torch.int32)
+    elif case == "float64_x":
+        x, r = x.double(), r.double()
+    elif case == "residual_dtype":
+        r = r.bfloat16()
+    elif case == "weight_dtype":
+        w = w.bfloat16()
+    elif case == "shape_mismatch":
+        r = r[:1]
+    elif case == "weight_length":
+        w = w[:7]
+    elif case == "weight_2d":
+        w = w.view(1, 8)
+    elif case == "zero_width":
+        x, r, w = x[:, :0], r[:, :0], w[:0]
+    elif case == "scalar_x":
+        x, r = x[0, 0], r[0, 0]
+    elif case == "eps_str":
+        eps = "1e-6"
+    elif case == "eps_bool":
+        eps = True
+    elif case == "eps_tensor":
+        eps = torch.tensor(1e-6)
+    else:
+        eps = {"eps_zero": 0.0, "eps_negative": -1e-6, "eps_nan": math.nan, "eps_inf": math.inf}[case]
+    with pytest.raises(exc, match=match):
+        op(x, r, w, eps)
+
+
+@pytest.mark.parametrize("name", ["x", "residual"])
+def test_non_contiguous_last_dim_is_refused_not_copied(name, device):
+    x, r, w = good(device)
+    bad = torch.randn(8, 2, device=device, dtype=torch.float16).t()  # (2, 8), stride (1, 2)
+    args = {"x": (bad, r), "residual": (x, bad)}[name]
+    with pytest.raises(ValueError, match=f"{name} must have a contiguous last dimension"):
+        add_rmsnorm(*args, w)
+
+
+def test_uncollapsible_leading_dims_are_refused(device):
+    base = torch.randn(4, 6, 8, device=device, dtype=torch.float16)
+    x = base[:, :3]  # (4, 3, 8), strides (48, 8, 1): rows are not evenly spaced
+    with pytest.raises(ValueError, match="x's leading dimensions must collapse"):
+        add_rmsnorm(x, torch.randn_like(x), torch.randn(8, device=device, dtype=torch.float16))
+
+
+def test_non_contiguous_weight_is_refused(device):
+    x, r, _ = good(device)
+    w = torch.randn(16, device=device, dtype=torch.float16)[::2]
+    with pytest.raises(ValueError, match="weight must be contiguous"):
+        add_rmsnorm(x, r, w)
+
+
+def test_tensors_on_different_devices():
+    x, r, w = good("cpu")
+    with pytest.raises(ValueError, match="must be on one device"):
+        add_rmsnorm(x, r, w.to("meta"))
+
+
+def test_integer_eps_is_accepted_as_float():
+    assert check_eps(1) == 1.0 and isinstance(check_eps(1), float)
