@@ -1,0 +1,116 @@
+"""Measurement support for the asv suite: device clock, warm-up, floor, GB/s.
+
+Kept with the benchmarks, not in the package, so every commit in the history
+is measured by the same method (asv imports this suite once, from the working
+tree, and the package from each benchmarked commit).
+
+Mode: on a GPU host times are CUDA-event device times with the L2 flushed
+before every call (Triton's own flush buffer, as ``triton.testing.do_bench``
+does). Under TRITON_INTERPRET=1 (no GPU) the "device" is the CPU running the
+interpreter and times are host wall times. The mode is read from the
+environment, not from torch.cuda, so importing this module (which asv's
+forkserver does before forking) never initializes CUDA.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+
+import torch
+
+INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
+DEVICE = "cpu" if INTERPRET else "cuda"
+
+
+def synchronize() -> None:
+    if not INTERPRET:
+        torch.cuda.synchronize()
+
+
+class DeviceClock:
+    """An asv ``timer``: seconds of device time spent inside :meth:`call`.
+
+    asv reads the timer before and after each timed call; each read waits for
+    the GPU, then adds the CUDA-event time of the calls made since the last
+    read. So an asv sample is the device time of the call alone (L2 flushed
+    before it, the flush not counted), and asv's statistics apply to it.
+    """
+
+    def __init__(self) -> None:
+        self.total = 0.0
+        self._pending: list[tuple[torch.cuda.Event, torch.cuda.Event]] = []
+        self._flush_buffer = None
+
+    def __call__(self) -> float:
+        if self._pending:
+            torch.cuda.synchronize()
+            self.total += sum(s.elapsed_time(e) for s, e in self._pending) / 1e3
+            self._pending.clear()
+        return self.total
+
+    def call(self, fn) -> None:
+        if INTERPRET:
+            start = time.perf_counter()
+            fn()
+            self.total += time.perf_counter() - start
+            return
+        import triton
+
+        driver = triton.runtime.driver.active
+        if self._flush_buffer is None:
+            self._flush_buffer = driver.get_empty_cache_for_benchmark()
+        driver.clear_cache(self._flush_buffer)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        self._pending.append((start, end))
+
+
+def warm_up(fn, seconds: float) -> None:
+    """Run ``fn`` back to back for ``seconds`` of wall time (at least 3 calls).
+
+    The SM clock idles at 345 MHz on the H200 and ramps up under load; the
+    first calls of a fresh process also pay for kernel loading.
+    """
+    deadline = time.perf_counter() + seconds
+    calls = 0
+    while calls < 3 or time.perf_counter() < deadline:
+        fn()
+        calls += 1
+        if calls % 8 == 0:
+            synchronize()
+    synchronize()
+
+
+def median_device_time(fn, rep_ms: float = 20.0) -> float:
+    """Median device time of one call of ``fn``, in seconds (L2 flushed per call).
+
+    GPU: ``triton.testing.do_bench`` (CUDA events). Interpreter: wall time.
+    """
+    if INTERPRET:
+        samples = []
+        for _ in range(5):
+            start = time.perf_counter()
+            fn()
+            samples.append(time.perf_counter() - start)
+        return statistics.median(samples)
+    import triton.testing
+
+    return triton.testing.do_bench(fn, warmup=1, rep=rep_ms, return_mode="median") / 1e3
+
+
+def floor_fraction(op, floor, rounds: int = 5, rep_ms: float = 10.0) -> float:
+    """Median time of ``floor`` over median time of ``op``, measured interleaved.
+
+    Alternating short runs of the two cancels most of the clock drift of an
+    unlocked GPU: both see the same clocks, so the ratio moves less than either.
+    1.0 means the op runs as fast as the memory-bound reference.
+    """
+    op_t, floor_t = [], []
+    for _ in range(rounds):
+        floor_t.append(median_device_time(floor, rep_ms))
+        op_t.append(median_device_time(op, rep_ms))
+    return statistics.median(floor_t) / statistics.median(op_t)

@@ -1,0 +1,24 @@
+"""asv install step: make the host's torch/triton visible, then install the commit.
+
+Run by asv inside its virtualenv (asv.conf.json "install_command"). The GPU
+runners' torch is a CUDA build preinstalled in another environment, with no
+package registry to fetch it from, so the asv environment borrows it: a .pth
+file lists the host interpreter's site-packages (FUSEDKERNEL_HOST_SITE, set by
+tools/bench.py) after the environment's own. The project itself is pure
+Python and is installed with --no-deps.
+Usage: python tools/asv_env_install.py BUILD_DIR
+"""
+
+import os
+import subprocess
+import sys
+import sysconfig
+
+host_site = os.environ.get("FUSEDKERNEL_HOST_SITE")
+if not host_site:
+    sys.exit("FUSEDKERNEL_HOST_SITE is not set: run asv through tools/bench.py")
+pth = os.path.join(sysconfig.get_paths()["purelib"], "fusedkernel_host_site.pth")
+with open(pth, "w") as f:
+    f.write("\n".join(host_site.split(os.pathsep)) + "\n")
+subprocess.check_call([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
+                       "--no-build-isolation", "--no-index", sys.argv[1]])
