@@ -74,7 +74,7 @@ def run(revs: list[str], wheels: str | None, asv_args: list[str]) -> None:
     asv("machine", "--machine", machine, "--yes", env=env)
     for commit in commits(revs or ["HEAD"]):
         started_at, start = provenance.now(), provenance.gpu_snapshot()
-        asv("run", f"{commit}^!", "--machine", machine, "--show-stderr", *asv_args, env=env)
+        asv("run", f"{commit}^!", "--machine", machine, *asv_args, env=env)
         provenance.record(ROOT / "provenance" / machine / f"{commit[:12]}.json", machine, commit,
                           mode, start, provenance.gpu_snapshot(), started_at)
 
