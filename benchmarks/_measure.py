@@ -102,15 +102,14 @@ def median_device_time(fn, rep_ms: float = 20.0) -> float:
     return triton.testing.do_bench(fn, warmup=1, rep=rep_ms, return_mode="median") / 1e3
 
 
-def floor_fraction(op, floor, rounds: int = 5, rep_ms: float = 10.0) -> float:
-    """Median time of ``floor`` over median time of ``op``, measured interleaved.
+def interleaved_medians(op, floor, rounds: int = 5, rep_ms: float = 10.0) -> tuple[float, float]:
+    """Median device times (s) of ``op`` and ``floor``, measured in alternating short runs.
 
-    Alternating short runs of the two cancels most of the clock drift of an
-    unlocked GPU: both see the same clocks, so the ratio moves less than either.
-    1.0 means the op runs as fast as the memory-bound reference.
+    Alternating cancels most of the clock drift of an unlocked GPU: both see
+    the same clocks, so their ratio moves less than either time does.
     """
     op_t, floor_t = [], []
     for _ in range(rounds):
         floor_t.append(median_device_time(floor, rep_ms))
         op_t.append(median_device_time(op, rep_ms))
-    return statistics.median(floor_t) / statistics.median(op_t)
+    return statistics.median(op_t), statistics.median(floor_t)

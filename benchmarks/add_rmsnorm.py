@@ -2,27 +2,36 @@
 
 Each metric is its own benchmark, so each has its own history on the site:
 
-* ``time_device``: device time of one call (s), CUDA events, L2 flushed
-  before each call; one asv sample per call, so asv's statistics apply.
-* ``track_gbps``: GB/s under the traffic model of ``_cases``.
-* ``track_floor_fraction``: floor time / op time, interleaved in one process.
-* ``Host.time_wall``: host wall time of one synchronized call (s), decode shapes.
+* ``Forward.time_device``: device time of one call (s): CUDA events, L2
+  flushed before each call, one asv sample per call, so asv's statistics
+  (median, IQR, confidence interval) apply to it.
+* ``Throughput.track_gbps``: GB/s under the traffic model of ``_cases``.
+* ``Throughput.track_floor_fraction``: floor time / op time, the two measured
+  interleaved in one process (1.0 = as fast as ``torch.add`` of the same bytes).
+* ``Host.time_wall``: host wall time of one synchronized call (s), decode
+  shapes, next to the floor's, which is what a decode step pays.
+
+asv runs every parameter combination in its own process; the throughput
+metrics are measured together, in one process per run, by ``setup_cache``.
 """
 
+import itertools
+
 from . import _cases as cases
-from ._measure import DeviceClock, floor_fraction, median_device_time, synchronize, warm_up
+from ._measure import DeviceClock, interleaved_medians, synchronize, warm_up
 
 IMPLS = ["fused", "eager", "compiled"]
 WARMUP_S = 0.2
 CLOCK = DeviceClock()
+FORWARD_PARAMS = [IMPLS, list(cases.DTYPES), cases.GPU_SHAPES + cases.INTERPRETER_SHAPES]
 
 
 class Forward:
-    params = [IMPLS, list(cases.DTYPES), cases.GPU_SHAPES + cases.INTERPRETER_SHAPES]
+    params = FORWARD_PARAMS
     param_names = ["impl", "dtype", "shape"]
-    timeout = 300  # the first compile of a shape by torch.compile takes a while
-    # asv_runner >= 0.3 re-runs setup before every timed call, so setup only
-    # builds what is missing (cases.inputs is cached per process) and warms up once.
+    timeout = 300  # the first torch.compile of a shape takes a while
+    # asv_runner >= 0.3 re-runs setup before every timed call: setup builds only
+    # what is missing (inputs are cached per process) and warms up once.
     number = 1
     repeat = (20, 200, 2.0)
     warmup_time = 0.0
@@ -40,15 +49,42 @@ class Forward:
 
     time_device.timer = CLOCK
 
-    def track_gbps(self, impl, dtype, shape):
-        return cases.bytes_moved(impl, dtype, shape) / median_device_time(self.fn) / 1e9
+
+class Throughput:
+    params = FORWARD_PARAMS
+    param_names = ["impl", "dtype", "shape"]
+
+    def setup_cache(self):
+        import torch._dynamo
+
+        # One process compiles every shape of the compiled peer.
+        torch._dynamo.config.recompile_limit = 256
+        out = {}
+        for impl, dtype, shape in itertools.product(*FORWARD_PARAMS):
+            try:
+                cases.check_runs_here(shape)
+            except NotImplementedError:
+                continue
+            fn, floor = cases.call(impl, dtype, shape), cases.floor(dtype, shape)
+            warm_up(fn, 0.05)
+            warm_up(floor, 0.02)
+            op_s, floor_s = interleaved_medians(fn, floor)
+            out[impl, dtype, shape] = (cases.bytes_moved(impl, dtype, shape) / op_s / 1e9, floor_s / op_s)
+            cases.inputs.cache_clear()  # keep one case's tensors alive at a time
+        return out
+
+    setup_cache.timeout = 1200
+
+    def setup(self, measured, impl, dtype, shape):
+        cases.check_runs_here(shape)
+
+    def track_gbps(self, measured, impl, dtype, shape):
+        return measured[impl, dtype, shape][0]
 
     track_gbps.unit = "GB/s"
 
-    def track_floor_fraction(self, impl, dtype, shape):
-        floor = cases.floor(dtype, shape)
-        warm_up(floor, 0.05)
-        return floor_fraction(self.fn, floor)
+    def track_floor_fraction(self, measured, impl, dtype, shape):
+        return measured[impl, dtype, shape][1]
 
     track_floor_fraction.unit = "fraction of floor"
 

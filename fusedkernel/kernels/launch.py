@@ -8,7 +8,7 @@ from contextlib import nullcontext
 import torch
 import triton
 
-from .config import forward_config
+from .config import ForwardConfig, forward_config
 from .forward import _looped_kernel, _split_kernel, _tile_kernel
 
 # Triton picks the interpreter when a kernel is decorated, so read the same
@@ -38,14 +38,15 @@ def _sync_buffer(device: torch.device, n: int) -> torch.Tensor:
 
 def forward_rows(x2: torch.Tensor, r2: torch.Tensor, weight: torch.Tensor, eps: float,
                  y2: torch.Tensor, res2: torch.Tensor | None = None,
-                 rstd: torch.Tensor | None = None) -> None:
+                 rstd: torch.Tensor | None = None, cfg: ForwardConfig | None = None) -> None:
     """Launch the forward op on 2-D views (rows, N) with unit column stride.
 
     Writes y2, and res2 / rstd when given. Inputs must already be validated;
     the launch happens on x2's device and that device's current stream.
+    ``cfg`` overrides the launch table (tests and tuning).
     """
     n_rows, n_cols = x2.shape
-    cfg = forward_config(n_cols, INTERPRET)
+    cfg = cfg or forward_config(n_cols, INTERPRET)
     store_res, store_rstd = res2 is not None, rstd is not None
     # Unused optional outputs get a valid pointer that is never written.
     res_arg = res2 if store_res else y2

@@ -1,0 +1,91 @@
+"""Sweep the forward launch settings on a GPU; print the fraction of the floor per config.
+
+    python tools/tune_forward.py [--dtypes bf16,fp32] [--quick]
+
+For each hidden size N, rows are chosen so x holds 128 MiB in bf16 (at least
+128 rows); each config is checked against the fp32 reference, then timed with
+triton.testing.do_bench (L2 flushed, median) interleaved with the floor
+``torch.add(x, r, out=y)``. The winners go into fusedkernel/kernels/config.py
+and docs/tuning.md.
+"""
+
+import argparse
+import itertools
+import statistics
+
+import torch
+import torch.nn.functional as F
+import triton
+import triton.testing
+
+from fusedkernel.kernels.config import ForwardConfig, forward_config
+from fusedkernel.kernels.launch import forward_rows
+
+DT = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+WIDTHS = [256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144]
+
+
+def configs(n):
+    bn = triton.next_power_of_2(n)
+    out = []
+    if bn <= 32768:
+        for bm, w in itertools.product([1, 2, 4, 8, 16, 32, 64], [4, 8, 16, 32]):
+            if bm * bn <= 32768 and bm * bn >= 1024 * w // 8:
+                out.append(ForwardConfig("tile", bm, bn, 1, w))
+    if n > 4096:
+        for chunk, w in itertools.product([2048, 4096, 8192, 16384], [4, 8, 16]):
+            if chunk < n and chunk >= 256 * w:
+                out.append(ForwardConfig("split", 1, chunk, triton.cdiv(n, chunk), w))
+        for chunk, w in itertools.product([4096, 8192], [8, 16]):
+            out.append(ForwardConfig("looped", 1, chunk, 1, w))
+    return out
+
+
+def bench(fn, rep=15):
+    return triton.testing.do_bench(fn, warmup=2, rep=rep, return_mode="median")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dtypes", default="bf16")
+    ap.add_argument("--widths", default=",".join(map(str, WIDTHS)))
+    a = ap.parse_args()
+    x0 = torch.randn(1 << 26, device="cuda")
+    for _ in range(200):  # clocks ramp up from idle
+        x0.mul_(1.0)
+    print("| dtype | rows x N | path | block_m | block_n | splits | warps | µs | floor µs | fraction | max err |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for dname, n in itertools.product(a.dtypes.split(","), map(int, a.widths.split(","))):
+        dt = DT[dname]
+        rows = max(128, (128 << 20) // (2 * n))
+        x, r = torch.randn(rows, n, device="cuda", dtype=dt), torch.randn(rows, n, device="cuda", dtype=dt)
+        w = torch.randn(n, device="cuda", dtype=dt)
+        y = torch.empty_like(x)
+        ref = F.rms_norm(x.float() + r.float(), (n,), eps=1e-6) * w.float()
+        floor = lambda: torch.add(x, r, out=y)
+        best = None
+        default = forward_config(n, False)
+        for cfg in configs(n):
+            try:
+                y.fill_(float("nan"))
+                forward_rows(x, r, w, 1e-6, y, cfg=cfg)
+                err = (y.float() - ref).abs().max().item()
+            except Exception as e:  # noqa: BLE001 - report and go on
+                print(f"| {dname} | {rows}x{n} | {cfg.path} | {cfg.block_m} | {cfg.block_n} | {cfg.splits} | {cfg.num_warps} | error {type(e).__name__} | | | |")
+                continue
+            op = lambda: forward_rows(x, r, w, 1e-6, y, cfg=cfg)
+            ts, fs = [], []
+            for _ in range(3):
+                fs.append(bench(floor))
+                ts.append(bench(op))
+            t, f = statistics.median(ts), statistics.median(fs)
+            mark = " (table)" if cfg == default else ""
+            print(f"| {dname} | {rows}x{n} | {cfg.path}{mark} | {cfg.block_m} | {cfg.block_n} | {cfg.splits} | {cfg.num_warps} | {t*1e3:.1f} | {f*1e3:.1f} | {f/t:.3f} | {err:.3g} |", flush=True)
+            if best is None or f / t > best[0]:
+                best = (f / t, cfg, t)
+        print(f"BEST {dname} {rows}x{n}: {best[1]} fraction {best[0]:.3f} ({best[2]*1e3:.1f} µs)", flush=True)
+        del x, r, y, ref
+
+
+if __name__ == "__main__":
+    main()
