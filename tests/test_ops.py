@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 import fusedkernel
 from fusedkernel import add_rmsnorm
+from fusedkernel.kernels.launch import forward_rows
 from helpers import assert_matches_reference, rand, reference
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
@@ -86,14 +87,14 @@ def test_nan_stays_in_its_row(n, device):
     assert_matches_reference(y[keep], x[keep], r[keep], w)
 
 
-@pytest.mark.parametrize("n", [5, 300, 20001])
-def test_every_output_element_is_written(n, device, monkeypatch):
-    # Poison the output buffer: a masked-off or skipped element would stay NaN.
-    monkeypatch.setattr(fusedkernel.ops.torch, "empty",
-                        lambda *a, **k: torch.full(*a, math.nan, **k))
+@pytest.mark.parametrize("n", [5, 300, 20001, 70000])
+def test_every_output_element_is_written(n, device):
+    # Launch into a NaN-poisoned output: a masked-off or skipped element stays NaN.
     x, r = rand((7, n), torch.bfloat16, device), rand((7, n), torch.bfloat16, device)
     w = rand((n,), torch.bfloat16, device)
-    assert_matches_reference(add_rmsnorm(x, r, w), x, r, w)
+    y = torch.full_like(x, math.nan)
+    forward_rows(x, r, w, 1e-6, y)
+    assert_matches_reference(y, x, r, w)
 
 
 @settings(max_examples=40, deadline=None)
@@ -131,3 +132,19 @@ def test_wide_rows_many_programs_on_gpu(rows, n):
     for _ in range(3):  # reuses the self-resetting counters
         y = add_rmsnorm(x, r, w)
     torch.testing.assert_close(y.float(), reference(x, r, w), rtol=2.0**-7, atol=1e-4)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("block_m, block_n, warps", [(1, 2048, 4), (2, 4096, 8), (4, 4096, 16), (1, 8192, 8)])
+def test_split_path_settings_match_reference(block_m, block_n, warps):
+    from fusedkernel.kernels.config import ForwardConfig
+
+    n = 100003  # prime: the last program of each row is partly masked
+    x = torch.randn(37, n, dtype=torch.float16, device="cuda")
+    r = torch.randn(37, 2 * n, dtype=torch.float16, device="cuda")[:, n:]  # strided rows
+    w = torch.randn(n, dtype=torch.float32, device="cuda")
+    cfg = ForwardConfig("rows", block_m, block_n, -(-n // block_n), warps)
+    for _ in range(2):  # the second launch reuses the counters the first left behind
+        y = torch.full_like(x, math.nan)
+        forward_rows(x, r, w, 1e-6, y, cfg=cfg)
+        assert_matches_reference(y, x, r, w)

@@ -26,18 +26,19 @@ WIDTHS = [256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144]
 
 
 def configs(n):
-    bn = triton.next_power_of_2(n)
-    out = []
-    if bn <= 32768:
-        for bm, w in itertools.product([1, 2, 4, 8, 16, 32, 64], [4, 8, 16, 32]):
-            if bm * bn <= 32768 and bm * bn >= 1024 * w // 8:
-                out.append(ForwardConfig("tile", bm, bn, 1, w))
-    if n > 4096:
-        for chunk, w in itertools.product([2048, 4096, 8192, 16384], [4, 8, 16]):
-            if chunk < n and chunk >= 256 * w:
-                out.append(ForwardConfig("split", 1, chunk, triton.cdiv(n, chunk), w))
-        for chunk, w in itertools.product([4096, 8192], [8, 16]):
-            out.append(ForwardConfig("looped", 1, chunk, 1, w))
+    """The table's choice and its neighbours; for wide rows, the split sweep."""
+    table = forward_config(n, False)
+    out = [table]
+    if table.splits == 1:
+        for bm, w in [(table.block_m, table.num_warps // 2), (table.block_m, table.num_warps * 2),
+                      (table.block_m * 2, table.num_warps), (table.block_m // 2, table.num_warps)]:
+            if bm >= 1 and 4 <= w <= 32:
+                out.append(ForwardConfig("rows", bm, table.block_n, 1, w))
+    if n >= 32768:
+        for bm, bn, w in itertools.product([1, 2, 4], [2048, 4096, 8192], [4, 8, 16]):
+            cfg = ForwardConfig("rows", bm, bn, triton.cdiv(n, bn), w)
+            if bm * bn <= 16384 and bn >= 256 * w and cfg not in out:
+                out.append(cfg)
     return out
 
 
@@ -64,7 +65,7 @@ def main():
         ref = F.rms_norm(x.float() + r.float(), (n,), eps=1e-6) * w.float()
         floor = lambda: torch.add(x, r, out=y)
         best = None
-        default = forward_config(n, False)
+        out_table = forward_config(n, False)
         for cfg in configs(n):
             try:
                 y.fill_(float("nan"))
@@ -79,7 +80,7 @@ def main():
                 fs.append(bench(floor))
                 ts.append(bench(op))
             t, f = statistics.median(ts), statistics.median(fs)
-            mark = " (table)" if cfg == default else ""
+            mark = " (table)" if cfg == out_table else ""
             print(f"| {dname} | {rows}x{n} | {cfg.path}{mark} | {cfg.block_m} | {cfg.block_n} | {cfg.splits} | {cfg.num_warps} | {t*1e3:.1f} | {f*1e3:.1f} | {f/t:.3f} | {err:.3g} |", flush=True)
             if best is None or f / t > best[0]:
                 best = (f / t, cfg, t)

@@ -1,22 +1,21 @@
 """Launch settings per hidden size: the one place where they are chosen.
 
-Three paths, picked by hidden size N (elements per row):
+Two paths, picked by hidden size N (elements per row):
 
-* ``tile``  -- a program owns BLOCK_M whole rows and keeps them in registers
-  (BLOCK_N = next power of two >= N). One read of x and residual, one write of y:
-  the 3 row-trips of the floor.
-* ``split`` -- N too wide for one program's registers: a row is split over
-  SPLITS programs that each keep CHUNK columns in registers, publish a partial
-  sum of squares and wait for the row's other programs (GPU only: the Triton
-  interpreter runs programs one after another, so a program that waits would
-  wait forever).
+* ``rows`` -- a program holds a [block_m, block_n] tile of rows in registers.
+  For N <= MAX_TILE_N the tile spans whole rows (splits = 1); wider rows are
+  split over ``splits`` adjacent programs that exchange partial sums of
+  squares and wait for each other (GPU only: the Triton interpreter runs
+  programs one after another, so a program that waits would wait forever).
+  Either way x and residual are read once and y written once: the 3 row-trips
+  of the floor.
 * ``looped`` -- one program per row loops over the row twice (sum of squares,
   then re-read and write). Correct for every N; used for wide rows in the
-  interpreter and as the reference for the split path.
+  interpreter.
 
-The numbers below were chosen by measurement on the H200; the sweep that
-justifies them is ``tools/tune_forward.py`` and its table is in
-``docs/tuning.md``.
+The numbers were chosen by measurement on the H200 (bf16, 128 MiB per tensor,
+fraction of the floor ``torch.add(x, r, out=y)``): ``tools/tune_forward.py``
+sweeps them and ``docs/tuning.md`` keeps its tables.
 """
 
 from __future__ import annotations
@@ -25,24 +24,28 @@ from dataclasses import dataclass
 
 import triton
 
-# Widest row kept whole in one program's registers. Beyond it the row's fp32
-# sum no longer fits in the register file of one SM without spilling
-# (shared/reference/h200-baseline.md: 0.63 of the floor at 65536 wide).
-MAX_TILE_N = 16384
-# Columns per program on the split and looped paths.
-CHUNK_N = 4096
-# Elements one program of the tile path aims to hold (rows * padded width):
-# enough bytes in flight per SM for narrow rows without spilling.
-TILE_ELEMS = 8192
+# Widest row kept whole in one program. At 32768 the whole-row tile reached
+# 0.965 of the floor against 0.78 for the best split; at 65536 a whole row of
+# fp32 no longer fits one SM's registers (0.63 in shared/reference).
+MAX_TILE_N = 32768
+# Elements per program for narrow rows: 2048 (e.g. 8 rows of 256, 4 of 512)
+# was the best or within 0.01 of it for every N <= 2048.
+NARROW_TILE_ELEMS = 2048
+# Split path: columns and rows per program.
+SPLIT_BLOCK_N = 4096
+SPLIT_BLOCK_M = 2
+SPLIT_WARPS = 8
+# Looped path (interpreter): columns per loop step.
+LOOP_BLOCK_N = 4096
 
 
 @dataclass(frozen=True)
 class ForwardConfig:
     """How one forward launch is shaped.
 
-    path: "tile", "split" or "looped". block_m: rows per program (tile path).
-    block_n: columns a program holds at once. splits: programs per row (split
-    path, else 1). num_warps: warps per program.
+    path: "rows" or "looped". block_m: rows per program. block_n: columns a
+    program holds at once. splits: programs per row group (1: whole rows).
+    num_warps: warps per program.
     """
 
     path: str
@@ -50,12 +53,6 @@ class ForwardConfig:
     block_n: int
     splits: int
     num_warps: int
-
-
-def _warps_for(elems: int) -> int:
-    # About 16 fp32 values per thread: wide enough for 16-byte loads, few
-    # enough to stay in registers.
-    return max(4, min(16, elems // 512))
 
 
 def forward_config(n_cols: int, interpret: bool) -> ForwardConfig:
@@ -66,9 +63,11 @@ def forward_config(n_cols: int, interpret: bool) -> ForwardConfig:
     """
     if n_cols <= MAX_TILE_N:
         block_n = triton.next_power_of_2(n_cols)
-        block_m = max(1, TILE_ELEMS // block_n)
-        return ForwardConfig("tile", block_m, block_n, 1, _warps_for(block_m * block_n))
+        block_m = max(1, NARROW_TILE_ELEMS // block_n)
+        # 8 warps up to 2048 wide, then one warp per 256 columns, at most 32
+        # (measured: 4096 -> 16, 16384 and 32768 -> 32).
+        return ForwardConfig("rows", block_m, block_n, 1, max(8, min(32, block_n // 256)))
     if interpret:
-        return ForwardConfig("looped", 1, CHUNK_N, 1, _warps_for(CHUNK_N))
-    splits = triton.cdiv(n_cols, CHUNK_N)
-    return ForwardConfig("split", 1, CHUNK_N, splits, _warps_for(CHUNK_N))
+        return ForwardConfig("looped", 1, LOOP_BLOCK_N, 1, 8)
+    return ForwardConfig("rows", SPLIT_BLOCK_M, SPLIT_BLOCK_N,
+                         triton.cdiv(n_cols, SPLIT_BLOCK_N), SPLIT_WARPS)

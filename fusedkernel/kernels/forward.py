@@ -13,15 +13,19 @@ import triton.language as tl
 
 
 @triton.jit
-def _tile_kernel(
-    x_ptr, r_ptr, w_ptr, y_ptr, res_ptr, rstd_ptr,
+def _rows_kernel(
+    x_ptr, r_ptr, w_ptr, y_ptr, res_ptr, rstd_ptr, part_ptr, count_ptr,
     n_rows, n_cols, stride_x, stride_r, stride_y, stride_res, eps: tl.float32,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SPLITS: tl.constexpr, SPLITS_POW2: tl.constexpr,
     STORE_RES: tl.constexpr, STORE_RSTD: tl.constexpr,
 ):
-    # BLOCK_M whole rows per program, each held in registers (BLOCK_N >= n_cols).
-    rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
-    cols = tl.arange(0, BLOCK_N)
+    # A program holds a [BLOCK_M rows, BLOCK_N columns] tile of t in registers.
+    # SPLITS == 1: the tile spans whole rows. SPLITS > 1: a row group is split
+    # over SPLITS adjacent programs, which exchange partial sums of squares.
+    group = tl.program_id(0) // SPLITS
+    part = tl.program_id(0) % SPLITS
+    rows = group.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = part * BLOCK_N + tl.arange(0, BLOCK_N)
     row_ok = rows < n_rows
     mask = row_ok[:, None] & (cols < n_cols)[None, :]
     x = tl.load(x_ptr + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0)
@@ -30,13 +34,51 @@ def _tile_kernel(
     if STORE_RES:
         tl.store(res_ptr + rows[:, None] * stride_res + cols[None, :],
                  t.to(res_ptr.dtype.element_ty), mask=mask)
-    rstd = tl.rsqrt(tl.sum(t * t, axis=1) / n_cols + eps)
+    sumsq = tl.sum(t * t, axis=1)
+    if SPLITS > 1:
+        sumsq = _exchange(sumsq, part_ptr, count_ptr, group, part, BLOCK_M, SPLITS, SPLITS_POW2)
+    rstd = tl.rsqrt(sumsq / n_cols + eps)
     if STORE_RSTD:
-        tl.store(rstd_ptr + rows, rstd, mask=row_ok)
+        tl.store(rstd_ptr + rows, rstd, mask=row_ok & (part == 0))
     w = tl.load(w_ptr + cols, mask=cols < n_cols, other=0.0).to(tl.float32)
     y = t * rstd[:, None] * w[None, :]
     tl.store(y_ptr + rows[:, None] * stride_y + cols[None, :],
              y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _exchange(sumsq, part_ptr, count_ptr, group, part,
+              BLOCK_M: tl.constexpr, SPLITS: tl.constexpr, SPLITS_POW2: tl.constexpr):
+    # Publish this program's partial sums, wait for the row group's other
+    # SPLITS - 1 programs, return the full sums (added in a fixed order, so
+    # every program and every run gets the same rstd bit for bit).
+    #
+    # Why waiting cannot deadlock: a group's programs are adjacent in launch
+    # order and the GPU dispatches programs in order, so every program a group
+    # waits for is resident or becomes resident as earlier groups finish (the
+    # assumption of CUTLASS's serial split-K semaphore).
+    #
+    # count_ptr[group] only ever grows (int64): after k launches it is
+    # k * SPLITS, so a program's target is the next multiple of SPLITS and
+    # nothing needs resetting between launches. Callers keep one counter
+    # buffer per SPLITS value so this holds.
+    ms = tl.arange(0, BLOCK_M)
+    base = part_ptr + group.to(tl.int64) * (SPLITS * BLOCK_M)
+    tl.store(base + part * BLOCK_M + ms, sumsq)
+    # Barrier, then a release by one thread: orders every thread's store above
+    # before the count (the CUTLASS semaphore pattern).
+    tl.debug_barrier()
+    counter = count_ptr + group
+    seen = tl.atomic_add(counter, 1, sem="release") + 1
+    target = (seen + SPLITS - 1) // SPLITS * SPLITS
+    while seen < target:
+        seen = tl.atomic_add(counter, 0, sem="acquire")
+    tl.debug_barrier()
+    ps = tl.arange(0, SPLITS_POW2)
+    # .cg: read from L2; L1 is not coherent across SMs and may hold a stale line.
+    parts = tl.load(base + ps[:, None] * BLOCK_M + ms[None, :],
+                    mask=(ps < SPLITS)[:, None], other=0.0, cache_modifier=".cg")
+    return tl.sum(parts, axis=0)
 
 
 @triton.jit
@@ -71,51 +113,3 @@ def _looped_kernel(
              + tl.load(r_row + cols, mask=m, other=0.0).to(tl.float32))
         w = tl.load(w_ptr + cols, mask=m, other=0.0).to(tl.float32)
         tl.store(y_ptr + row * stride_y + cols, (t * rstd * w).to(y_ptr.dtype.element_ty), mask=m)
-
-
-@triton.jit
-def _split_kernel(
-    x_ptr, r_ptr, w_ptr, y_ptr, res_ptr, rstd_ptr, part_ptr, sync_ptr,
-    n_rows, n_cols, stride_x, stride_r, stride_y, stride_res, eps: tl.float32,
-    BLOCK_N: tl.constexpr, SPLITS: tl.constexpr, SPLITS_POW2: tl.constexpr,
-    STORE_RES: tl.constexpr, STORE_RSTD: tl.constexpr,
-):
-    # SPLITS programs share a row; each keeps BLOCK_N columns in registers.
-    # They exchange partial sums of squares through part_ptr[row, SPLITS] and
-    # wait on an arrival counter. Programs of a row are adjacent in launch
-    # order, and the GPU dispatches programs in order, so every program a row
-    # waits for is resident or will become resident (the same assumption as
-    # CUTLASS's serial split-K semaphore). sync_ptr holds (arrived, departed)
-    # per row; the last program to leave resets both, so the buffer is all
-    # zeros between launches and needs no memset.
-    pid = tl.program_id(0)
-    row = (pid // SPLITS).to(tl.int64)
-    part = pid % SPLITS
-    cols = part * BLOCK_N + tl.arange(0, BLOCK_N)
-    m = cols < n_cols
-    t = (tl.load(x_ptr + row * stride_x + cols, mask=m, other=0.0).to(tl.float32)
-         + tl.load(r_ptr + row * stride_r + cols, mask=m, other=0.0).to(tl.float32))
-    if STORE_RES:
-        tl.store(res_ptr + row * stride_res + cols, t.to(res_ptr.dtype.element_ty), mask=m)
-    # Partial sums are published and read with atomics: the scalar atomics
-    # of a program run on one thread, so the release below orders them.
-    tl.atomic_xchg(part_ptr + row * SPLITS + part, tl.sum(t * t, axis=0), sem="release")
-    arrived = sync_ptr + 2 * row
-    departed = arrived + 1
-    count = tl.atomic_add(arrived, 1, sem="acq_rel") + 1
-    while count < SPLITS:
-        count = tl.atomic_add(arrived, 0, sem="acquire")
-    # Summed in a fixed order, so every program of the row (and every run)
-    # gets the same rstd bit for bit.
-    idx = tl.arange(0, SPLITS_POW2)
-    parts = tl.atomic_add(part_ptr + row * SPLITS + idx, 0.0, mask=idx < SPLITS, sem="acquire")
-    parts = tl.where(idx < SPLITS, parts, 0.0)
-    rstd = tl.rsqrt(tl.sum(parts, axis=0) / n_cols + eps)
-    if STORE_RSTD:
-        if part == 0:
-            tl.store(rstd_ptr + row, rstd)
-    w = tl.load(w_ptr + cols, mask=m, other=0.0).to(tl.float32)
-    tl.store(y_ptr + row * stride_y + cols, (t * rstd * w).to(y_ptr.dtype.element_ty), mask=m)
-    if tl.atomic_add(departed, 1, sem="acq_rel") == SPLITS - 1:
-        tl.atomic_xchg(arrived, 0, sem="relaxed")
-        tl.atomic_xchg(departed, 0, sem="relaxed")
