@@ -11,11 +11,10 @@ Each metric is its own benchmark, so each has its own history on the site:
 * ``Host.time_wall``: host wall time of one synchronized call (s), decode
   shapes, next to the floor's, which is what a decode step pays.
 
-asv runs every parameter combination in its own process; the throughput
-metrics are measured together, in one process per run, by ``setup_cache``.
+asv runs every parameter combination of every benchmark in its own process
+(a fork of one server that has imported torch), so selecting benchmarks with
+``-b 'Forward.time_device\\('fused', 'bf16''`` costs only what it selects.
 """
-
-import itertools
 
 from . import _cases as cases
 from ._measure import DeviceClock, interleaved_medians, synchronize, warm_up
@@ -53,38 +52,23 @@ class Forward:
 class Throughput:
     params = FORWARD_PARAMS
     param_names = ["impl", "dtype", "shape"]
+    timeout = 300
 
-    def setup_cache(self):
-        import torch._dynamo
-
-        # One process compiles every shape of the compiled peer.
-        torch._dynamo.config.recompile_limit = 256
-        out = {}
-        for impl, dtype, shape in itertools.product(*FORWARD_PARAMS):
-            try:
-                cases.check_runs_here(shape)
-            except NotImplementedError:
-                continue
-            fn, floor = cases.call(impl, dtype, shape), cases.floor(dtype, shape)
-            warm_up(fn, 0.05)
-            warm_up(floor, 0.02)
-            op_s, floor_s = interleaved_medians(fn, floor)
-            out[impl, dtype, shape] = (cases.bytes_moved(impl, dtype, shape) / op_s / 1e9, floor_s / op_s)
-            cases.inputs.cache_clear()  # keep one case's tensors alive at a time
-        return out
-
-    setup_cache.timeout = 1200
-
-    def setup(self, measured, impl, dtype, shape):
+    def setup(self, impl, dtype, shape):
         cases.check_runs_here(shape)
+        self.fn, self.floor = cases.call(impl, dtype, shape), cases.floor(dtype, shape)
+        warm_up(self.fn, WARMUP_S)
+        warm_up(self.floor, 0.02)
 
-    def track_gbps(self, measured, impl, dtype, shape):
-        return measured[impl, dtype, shape][0]
+    def track_gbps(self, impl, dtype, shape):
+        op_s, _ = interleaved_medians(self.fn, self.floor)
+        return cases.bytes_moved(impl, dtype, shape) / op_s / 1e9
 
     track_gbps.unit = "GB/s"
 
-    def track_floor_fraction(self, measured, impl, dtype, shape):
-        return measured[impl, dtype, shape][1]
+    def track_floor_fraction(self, impl, dtype, shape):
+        op_s, floor_s = interleaved_medians(self.fn, self.floor)
+        return floor_s / op_s
 
     track_floor_fraction.unit = "fraction of floor"
 

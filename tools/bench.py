@@ -19,6 +19,7 @@ import argparse
 import os
 import pathlib
 import re
+import shlex
 import site
 import subprocess
 import sys
@@ -97,7 +98,7 @@ def main() -> None:
     sub.add_parser("publish", help="build the HTML site from results/")
     a = p.parse_args()
     if a.cmd == "run":
-        run(a.revs, a.wheels, a.asv_args.split())
+        run(a.revs, a.wheels, shlex.split(a.asv_args))
     else:
         publish()
 

@@ -12,7 +12,8 @@ import triton
 import triton.language as tl
 
 
-@triton.jit
+# n_rows changes with every batch: not specialized, so it never recompiles.
+@triton.jit(do_not_specialize=["n_rows"])
 def _rows_kernel(
     x_ptr, r_ptr, w_ptr, y_ptr, res_ptr, rstd_ptr, part_ptr, count_ptr,
     n_rows, n_cols, stride_x, stride_r, stride_y, stride_res, eps: tl.float32,
@@ -81,7 +82,7 @@ def _exchange(sumsq, part_ptr, count_ptr, group, part,
     return tl.sum(parts, axis=0)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n_rows"])
 def _looped_kernel(
     x_ptr, r_ptr, w_ptr, y_ptr, res_ptr, rstd_ptr,
     n_rows, n_cols, stride_x, stride_r, stride_y, stride_res, eps: tl.float32,

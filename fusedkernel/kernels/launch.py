@@ -36,6 +36,38 @@ def _counter_buffer(device: torch.device, n: int, splits: int) -> torch.Tensor:
     return buf
 
 
+# Compiled kernels for launches whose arguments are all "aligned": every
+# pointer 16-byte aligned, every int argument divisible by 16 and < 2**31.
+# Triton specializes a kernel on exactly these facts (besides dtypes and
+# constexprs, which are in the key), so one compiled kernel serves every such
+# launch, and calling it directly skips JITFunction.run's per-call argument
+# binding and cache-key construction (most of the host time of a small call).
+_compiled: dict[tuple, object] = {}
+_FAST = triton.__version__.startswith("3.6") and not INTERPRET
+
+
+def _aligned(tensors: tuple, ints: tuple, n_rows: int) -> bool:
+    # n_rows is not specialized (only its int32/int64 type is).
+    return (n_rows < 2**31 and not any(t.data_ptr() & 15 for t in tensors)
+            and not any(i & 15 or i >= 2**31 for i in ints))
+
+
+def _launch(kernel, grid: tuple, key: tuple, args: tuple, num_warps: int, n_ptrs: int) -> None:
+    """Launch ``kernel`` with all its arguments in signature order (constexprs included).
+
+    The first ``n_ptrs`` arguments are tensors, followed by n_rows, then the
+    int arguments Triton specializes (n_cols and the row strides), then eps.
+    """
+    if _FAST and _aligned(args[:n_ptrs], args[n_ptrs + 1:n_ptrs + 6], args[n_ptrs]):
+        compiled = _compiled.get(key)
+        if compiled is not None:
+            compiled[grid](*args)
+            return
+        _compiled[key] = kernel[grid](*args, num_warps=num_warps)
+    else:
+        kernel[grid](*args, num_warps=num_warps)
+
+
 def forward_rows(x2: torch.Tensor, r2: torch.Tensor, weight: torch.Tensor, eps: float,
                  y2: torch.Tensor, res2: torch.Tensor | None = None,
                  rstd: torch.Tensor | None = None, cfg: ForwardConfig | None = None) -> None:
@@ -53,11 +85,14 @@ def forward_rows(x2: torch.Tensor, r2: torch.Tensor, weight: torch.Tensor, eps: 
     rstd_arg = rstd if store_rstd else y2
     stride_res = res2.stride(0) if store_res else 0
     common = (n_rows, n_cols, x2.stride(0), r2.stride(0), y2.stride(0), stride_res, eps)
-    with torch.cuda.device(x2.device) if x2.is_cuda else nullcontext():
+    key = (cfg, x2.dtype, weight.dtype, res_arg.dtype, store_res, store_rstd)
+    # Triton launches on the current device: switch only when it differs.
+    switch = x2.is_cuda and x2.device.index != torch.cuda.current_device()
+    with torch.cuda.device(x2.device) if switch else nullcontext():
         if cfg.path == "looped":
-            _looped_kernel[(n_rows,)](x2, r2, weight, y2, res_arg, rstd_arg, *common,
-                                      BLOCK_N=cfg.block_n, STORE_RES=store_res,
-                                      STORE_RSTD=store_rstd, num_warps=cfg.num_warps)
+            _launch(_looped_kernel, (n_rows,), key,
+                    (x2, r2, weight, y2, res_arg, rstd_arg, *common, cfg.block_n, store_res, store_rstd),
+                    cfg.num_warps, 6)
             return
         groups = triton.cdiv(n_rows, cfg.block_m)
         if cfg.splits > 1:
@@ -65,8 +100,7 @@ def forward_rows(x2: torch.Tensor, r2: torch.Tensor, weight: torch.Tensor, eps: 
             counts = _counter_buffer(x2.device, groups, cfg.splits)
         else:
             parts = counts = y2  # never touched when SPLITS == 1
-        _rows_kernel[(groups * cfg.splits,)](
-            x2, r2, weight, y2, res_arg, rstd_arg, parts, counts, *common,
-            BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, SPLITS=cfg.splits,
-            SPLITS_POW2=triton.next_power_of_2(cfg.splits),
-            STORE_RES=store_res, STORE_RSTD=store_rstd, num_warps=cfg.num_warps)
+        _launch(_rows_kernel, (groups * cfg.splits,), key,
+                (x2, r2, weight, y2, res_arg, rstd_arg, parts, counts, *common, cfg.block_m, cfg.block_n,
+                 cfg.splits, triton.next_power_of_2(cfg.splits), store_res, store_rstd),
+                cfg.num_warps, 8)
