@@ -62,6 +62,10 @@ class DeviceClock:
         if self._flush_buffer is None:
             self._flush_buffer = driver.get_empty_cache_for_benchmark()
         driver.clear_cache(self._flush_buffer)
+        # asv synchronizes before each sample, so the GPU would sit idle while
+        # the host launches fn and the event pair would time that launch too.
+        # A spin of ~0.1 ms (at 2 GHz) keeps the GPU busy until fn is queued.
+        torch.cuda._sleep(200_000)
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         fn()

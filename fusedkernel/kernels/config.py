@@ -20,6 +20,7 @@ sweeps them and ``docs/tuning.md`` keeps its tables.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import triton
@@ -55,6 +56,7 @@ class ForwardConfig:
     num_warps: int
 
 
+@functools.lru_cache(maxsize=1024)
 def forward_config(n_cols: int, interpret: bool) -> ForwardConfig:
     """Launch settings for rows of ``n_cols`` elements (n_cols >= 1).
 

@@ -61,7 +61,7 @@ def _launch(kernel, grid: tuple, key: tuple, args: tuple, num_warps: int, n_ptrs
     if _FAST and _aligned(args[:n_ptrs], args[n_ptrs + 1:n_ptrs + 6], args[n_ptrs]):
         compiled = _compiled.get(key)
         if compiled is not None:
-            compiled[grid](*args)
+            compiled[grid + (1, 1)](*args)  # CompiledKernel wants all three grid dims
             return
         _compiled[key] = kernel[grid](*args, num_warps=num_warps)
     else:
