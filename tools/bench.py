@@ -76,8 +76,8 @@ def run(revs: list[str], wheels: str | None, asv_args: list[str]) -> None:
     for commit in commits(revs or ["HEAD"]):
         started_at, start = provenance.now(), provenance.gpu_snapshot()
         asv("run", f"{commit}^!", "--machine", machine, *asv_args, env=env)
-        provenance.record(ROOT / "provenance" / machine / f"{commit[:12]}.json", machine, commit,
-                          mode, start, provenance.gpu_snapshot(), started_at)
+        provenance.record(ROOT / "provenance" / machine, machine, commit, mode, start,
+                          provenance.gpu_snapshot(), started_at)
 
 
 def publish() -> None:

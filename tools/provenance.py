@@ -1,6 +1,6 @@
 """Provenance of a benchmark run: GPU, driver, clocks, software versions.
 
-One JSON record per (machine, commit) under ``provenance/<machine>/``, written
+One JSON record per run of a commit under ``provenance/<machine>/``, written
 by tools/bench.py around each commit's asv run (clocks read at its start and
 end), and rendered by ``publish`` as ``provenance.html`` in the site.
 """
@@ -41,16 +41,23 @@ def now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
-def record(path: pathlib.Path, machine: str, commit: str, mode: str, start: dict, end: dict,
-           started_at: str) -> None:
-    """Write one run's provenance: GPU facts from ``start``, clocks at start and end."""
+def record(folder: pathlib.Path, machine: str, commit: str, mode: str, start: dict, end: dict,
+           started_at: str) -> pathlib.Path:
+    """Write one run's provenance to ``folder/<commit12>-<start time>.json``; return its path.
+
+    GPU facts come from ``start``; clocks are kept from both ``start`` and ``end``.
+    One file per run, so re-running a commit adds a record instead of replacing one.
+    """
     rec = {"machine": machine, "commit": commit, "mode": mode, "started_at": started_at,
            "ended_at": now(), **software(),
            "gpu": start.get("gpu"), "driver": start.get("driver"),
            "start": {k: start.get(k) for k in ("sm_clock_mhz", "mem_clock_mhz", "temperature_c", "power_w")},
            "end": {k: end.get(k) for k in ("sm_clock_mhz", "mem_clock_mhz", "temperature_c", "power_w")}}
-    path.parent.mkdir(parents=True, exist_ok=True)
+    stamp = started_at.replace("-", "").replace(":", "")[:15]
+    path = folder / f"{commit[:12]}-{stamp}.json"
+    folder.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(rec, indent=1, sort_keys=True) + "\n")
+    return path
 
 
 def render(prov_dir: pathlib.Path, out: pathlib.Path) -> int:

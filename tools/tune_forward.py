@@ -25,9 +25,9 @@ DT = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 WIDTHS = [256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144]
 
 
-def configs(n):
+def configs(n, elem_bytes):
     """The table's choice and its neighbours; for wide rows, the split sweep."""
-    table = forward_config(n, False)
+    table = forward_config(n, elem_bytes, False)
     out = [table]
     if table.splits == 1:
         for bm, w in [(table.block_m, table.num_warps // 2), (table.block_m, table.num_warps * 2),
@@ -65,8 +65,8 @@ def main():
         ref = F.rms_norm(x.float() + r.float(), (n,), eps=1e-6) * w.float()
         floor = lambda: torch.add(x, r, out=y)
         best = None
-        out_table = forward_config(n, False)
-        for cfg in configs(n):
+        out_table = forward_config(n, x.element_size(), False)
+        for cfg in configs(n, x.element_size()):
             try:
                 y.fill_(float("nan"))
                 forward_rows(x, r, w, 1e-6, y, cfg=cfg)
@@ -85,7 +85,6 @@ def main():
             if best is None or f / t > best[0]:
                 best = (f / t, cfg, t)
         print(f"BEST {dname} {rows}x{n}: {best[1]} fraction {best[0]:.3f} ({best[2]*1e3:.1f} µs)", flush=True)
-        del x, r, y, ref
 
 
 if __name__ == "__main__":

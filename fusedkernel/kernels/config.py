@@ -3,7 +3,7 @@
 Two paths, picked by hidden size N (elements per row):
 
 * ``rows`` -- a program holds a [block_m, block_n] tile of rows in registers.
-  For N <= MAX_TILE_N the tile spans whole rows (splits = 1); wider rows are
+  While a row holds at most MAX_TILE_BYTES the tile spans whole rows (splits = 1); wider rows are
   split over ``splits`` adjacent programs that exchange partial sums of
   squares and wait for each other (GPU only: the Triton interpreter runs
   programs one after another, so a program that waits would wait forever).
@@ -25,17 +25,21 @@ from dataclasses import dataclass
 
 import triton
 
-# Widest row kept whole in one program. At 32768 the whole-row tile reached
-# 0.965 of the floor against 0.78 for the best split; at 65536 a whole row of
-# fp32 no longer fits one SM's registers (0.63 in shared/reference).
-MAX_TILE_N = 32768
+# Widest row kept whole in one program, in bytes of x per row: 32768 wide in
+# bf16/fp16 (whole-row tile 0.965 of the floor, best split 0.89), 16384 in fp32
+# (at 32768 fp32 the tile fell to 0.83 and the split reached 0.94). Wider, the
+# row's fp32 sum no longer fits one SM's registers (0.63 at 65536 in
+# shared/reference).
+MAX_TILE_BYTES = 65536
 # Elements per program for narrow rows: 2048 (e.g. 8 rows of 256, 4 of 512)
 # was the best or within 0.01 of it for every N <= 2048.
 NARROW_TILE_ELEMS = 2048
 # Split path: columns and rows per program.
 SPLIT_BLOCK_N = 4096
 SPLIT_BLOCK_M = 2
-SPLIT_WARPS = 8
+# 4 warps for 2-byte inputs (0.887 vs 0.848 with 8 at 65536 bf16), 8 for fp32
+# (0.921 vs 0.883 with 4).
+SPLIT_WARPS = {2: 4, 4: 8}
 # Looped path (interpreter): columns per loop step.
 LOOP_BLOCK_N = 4096
 
@@ -57,13 +61,13 @@ class ForwardConfig:
 
 
 @functools.lru_cache(maxsize=1024)
-def forward_config(n_cols: int, interpret: bool) -> ForwardConfig:
-    """Launch settings for rows of ``n_cols`` elements (n_cols >= 1).
+def forward_config(n_cols: int, elem_bytes: int, interpret: bool) -> ForwardConfig:
+    """Launch settings for rows of ``n_cols`` elements (n_cols >= 1) of ``elem_bytes`` bytes (2 or 4).
 
     ``interpret`` is True under TRITON_INTERPRET=1, where the split path cannot
     run (its programs wait for each other) and the looped path is used instead.
     """
-    if n_cols <= MAX_TILE_N:
+    if n_cols * elem_bytes <= MAX_TILE_BYTES:
         block_n = triton.next_power_of_2(n_cols)
         block_m = max(1, NARROW_TILE_ELEMS // block_n)
         # 8 warps up to 2048 wide, then one warp per 256 columns, at most 32
@@ -72,4 +76,4 @@ def forward_config(n_cols: int, interpret: bool) -> ForwardConfig:
     if interpret:
         return ForwardConfig("looped", 1, LOOP_BLOCK_N, 1, 8)
     return ForwardConfig("rows", SPLIT_BLOCK_M, SPLIT_BLOCK_N,
-                         triton.cdiv(n_cols, SPLIT_BLOCK_N), SPLIT_WARPS)
+                         triton.cdiv(n_cols, SPLIT_BLOCK_N), SPLIT_WARPS[elem_bytes])

@@ -78,7 +78,7 @@ def forward_rows(x2: torch.Tensor, r2: torch.Tensor, weight: torch.Tensor, eps: 
     ``cfg`` overrides the launch table (tests and tuning).
     """
     n_rows, n_cols = x2.shape
-    cfg = cfg or forward_config(n_cols, INTERPRET)
+    cfg = cfg or forward_config(n_cols, x2.element_size(), INTERPRET)
     store_res, store_rstd = res2 is not None, rstd is not None
     # Unused optional outputs get a valid pointer that is never written.
     res_arg = res2 if store_res else y2

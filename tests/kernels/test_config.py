@@ -3,17 +3,18 @@
 import pytest
 import triton
 
-from fusedkernel.kernels.config import MAX_TILE_N, forward_config
+from fusedkernel.kernels.config import MAX_TILE_BYTES, forward_config
 
 # Every power of two up to 2**20 and its neighbours, plus odd and prime widths.
 WIDTHS = sorted({(1 << k) + d for k in range(21) for d in (-1, 0, 1) if (1 << k) + d >= 1}
                 | {3, 7, 13, 4097, 100003})
 
 
+@pytest.mark.parametrize("elem_bytes", [2, 4])
 @pytest.mark.parametrize("interpret", [False, True])
 @pytest.mark.parametrize("n", WIDTHS)
-def test_every_column_is_covered(n, interpret):
-    cfg = forward_config(n, interpret)
+def test_every_column_is_covered(n, interpret, elem_bytes):
+    cfg = forward_config(n, elem_bytes, interpret)
     assert cfg.block_n == triton.next_power_of_2(cfg.block_n) and cfg.block_m >= 1
     assert cfg.num_warps in (1, 2, 4, 8, 16, 32)
     if cfg.path == "rows":
@@ -21,9 +22,10 @@ def test_every_column_is_covered(n, interpret):
         assert cfg.block_n * cfg.splits >= n
         assert cfg.block_n * (cfg.splits - 1) < n
     else:
-        assert cfg.path == "looped" and n > MAX_TILE_N
+        assert cfg.path == "looped" and n * elem_bytes > MAX_TILE_BYTES
 
 
 @pytest.mark.parametrize("n", WIDTHS)
 def test_interpreter_never_waits_between_programs(n):
-    assert forward_config(n, interpret=True).splits == 1
+    assert forward_config(n, 2, interpret=True).splits == 1
+    assert forward_config(n, 4, interpret=True).splits == 1
