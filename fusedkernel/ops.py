@@ -1,15 +1,103 @@
-"""The public fused op: ``y = rmsnorm(x + residual) * weight`` in one Triton kernel."""
+"""The public fused op: ``y = rmsnorm(x + residual) * weight`` in one Triton kernel.
+
+Eager calls that need no gradient launch the kernel directly (the shortest host
+path, for decode). Calls that need autograd, and calls inside torch.compile,
+go through the custom ops registered here (``torch.ops.fusedkernel.*``), which
+carry fake implementations for tracing and the fused backward.
+"""
 
 from __future__ import annotations
 
 import torch
+from torch import Tensor
 
 from ._validation import check_inputs, rows_view
-from .kernels.launch import INTERPRET, forward_rows
+from .kernels.launch import INTERPRET, backward_rows, forward_rows
 
 
-def add_rmsnorm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
-                eps: float = 1e-6) -> torch.Tensor:
+def _forward(x: Tensor, residual: Tensor, weight: Tensor, eps: float, res_mode: str | None,
+             want_rstd: bool) -> tuple[Tensor, Tensor | None, Tensor | None]:
+    """Launch the forward; res_mode None, "new" or "inplace". Returns (y, res, rstd)."""
+    n = x.shape[-1]
+    x2, r2 = rows_view(x, "x"), rows_view(residual, "residual")
+    y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    res = res2 = None
+    if res_mode == "new":
+        res = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+        res2 = res.view(-1, n)
+    elif res_mode == "inplace":
+        res2 = r2
+    rstd = torch.empty(x2.shape[0], dtype=torch.float32, device=x.device) if want_rstd else None
+    if x2.shape[0] > 0:
+        forward_rows(x2, r2, weight, eps, y.view(-1, n), res2, rstd)
+    return y, res, rstd
+
+
+@torch.library.custom_op("fusedkernel::add_rmsnorm_fwd", mutates_args=())
+def _fwd_op(x: Tensor, residual: Tensor, weight: Tensor, eps: float,
+            return_residual: bool) -> tuple[Tensor, Tensor, Tensor]:
+    y, res, rstd = _forward(x, residual, weight, eps, "new" if return_residual else None, True)
+    return y, (res if return_residual else x.new_empty(0)), rstd
+
+
+@_fwd_op.register_fake
+def _(x, residual, weight, eps, return_residual):
+    rows = x.numel() // x.shape[-1]
+    return (torch.empty(x.shape, dtype=x.dtype, device=x.device),
+            torch.empty(x.shape, dtype=x.dtype, device=x.device) if return_residual else x.new_empty(0),
+            torch.empty(rows, dtype=torch.float32, device=x.device))
+
+
+@torch.library.custom_op("fusedkernel::add_rmsnorm_inplace", mutates_args=("residual",))
+def _fwd_inplace_op(x: Tensor, residual: Tensor, weight: Tensor, eps: float) -> Tensor:
+    return _forward(x, residual, weight, eps, "inplace", False)[0]
+
+
+@_fwd_inplace_op.register_fake
+def _(x, residual, weight, eps):
+    return torch.empty(x.shape, dtype=x.dtype, device=x.device)
+
+
+@torch.library.custom_op("fusedkernel::add_rmsnorm_bwd", mutates_args=())
+def _bwd_op(dy: Tensor, dres: Tensor | None, x: Tensor, residual: Tensor, weight: Tensor,
+            rstd: Tensor) -> tuple[Tensor, Tensor]:
+    n = x.shape[-1]
+    dx = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    if x.numel() == 0:
+        return dx, torch.zeros_like(weight)
+    # Incoming gradients can have any layout (expanded, transposed): the kernel
+    # needs unit column stride and one row stride.
+    dy2 = dy.contiguous().view(-1, n)
+    dres2 = None if dres is None else dres.contiguous().view(-1, n)
+    dw = backward_rows(dy2, dres2, rows_view(x, "x"), rows_view(residual, "residual"), weight, rstd,
+                       dx.view(-1, n))
+    return dx, dw.to(weight.dtype)
+
+
+@_bwd_op.register_fake
+def _(dy, dres, x, residual, weight, rstd):
+    return torch.empty(x.shape, dtype=x.dtype, device=x.device), torch.empty_like(weight)
+
+
+def _setup_context(ctx, inputs, output):
+    x, residual, weight, _eps, return_residual = inputs
+    ctx.save_for_backward(x, residual, weight, output[2])
+    ctx.return_residual = return_residual
+
+
+def _backward(ctx, dy, dres, _drstd):
+    x, residual, weight, rstd = ctx.saved_tensors
+    if dy is None:
+        dy = torch.zeros_like(x)
+    dx, dw = _bwd_op(dy, dres if ctx.return_residual else None, x, residual, weight, rstd)
+    return dx, dx, dw, None, None
+
+
+_fwd_op.register_autograd(_backward, setup_context=_setup_context)
+
+
+def add_rmsnorm(x: Tensor, residual: Tensor, weight: Tensor, eps: float = 1e-6, *,
+                return_residual: bool = False, inplace_residual: bool = False):
     """Fused residual add + RMSNorm: ``y = rmsnorm(x + residual) * weight``.
 
     Computes, per row (last dimension, hidden size N)::
@@ -22,6 +110,12 @@ def add_rmsnorm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
     the weight multiply; this op rounds only once, after it, so its bf16/fp16
     output can differ from Llama's by one rounding step.
 
+    The residual stream: a decoder layer needs ``x + residual`` for its next
+    residual connection. ``return_residual=True`` returns it as a new tensor;
+    ``inplace_residual=True`` writes it into ``residual`` (as inference engines
+    do) and returns that buffer. The stored residual is ``t`` rounded to x's
+    dtype; the norm uses the unrounded float32 ``t``.
+
     Args:
         x: (..., N) CUDA tensor, float32, float16 or bfloat16. Any number of
             leading dimensions. Rows may be strided (row stride > N, e.g. one
@@ -31,27 +125,49 @@ def add_rmsnorm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
         residual: same shape and dtype as x, same layout rules.
         weight: (N,), x's dtype or float32, contiguous.
         eps: added to the mean square before the square root; finite, > 0.
+        return_residual: also return ``x + residual`` (new tensor).
+        inplace_residual: write ``x + residual`` into ``residual`` and return it.
+            For inference: refused when a gradient is needed.
 
     Returns:
-        y: contiguous tensor of x's shape and dtype. Zero rows return an empty
-        tensor without a launch.
+        y, a contiguous tensor of x's shape and dtype; or ``(y, residual_out)``
+        when a residual output is asked for. Zero rows return empty tensors
+        without a launch.
+
+    Autograd: gradients for x, residual and weight come from one fused Triton
+    backward (weight gradient reduced over rows in float32). Inside
+    ``torch.compile`` the op is a custom op (``torch.ops.fusedkernel``), traced
+    without a graph break. Launches go to the tensors' device and its current
+    stream, so the op can be captured in CUDA graphs.
 
     Raises:
         TypeError: non-tensor input, dtype not float32/float16/bfloat16,
             residual dtype != x dtype, weight dtype not x's or float32, eps not real.
         ValueError: shape mismatch, weight length != N, N == 0, tensors on
             different devices, tensors not on CUDA (outside the Triton
-            interpreter), non-contiguous last dimension, eps <= 0 or not finite.
+            interpreter), non-contiguous last dimension, eps <= 0 or not finite,
+            both residual outputs asked for, inplace_residual with a gradient.
 
     Accumulation is float32 for every dtype, so float16 inputs whose squares
     overflow float16 (|t| > 256) give finite, correct output.
     """
     eps = check_inputs(x, residual, weight, eps)
+    if return_residual and inplace_residual:
+        raise ValueError("return_residual and inplace_residual are exclusive: pick one")
     if not x.is_cuda and not INTERPRET:
         raise ValueError(f"x must be a CUDA tensor, got device {x.device} "
                          "(CPU tensors run only under TRITON_INTERPRET=1)")
-    x2, r2 = rows_view(x, "x"), rows_view(residual, "residual")
-    y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
-    if x2.shape[0] > 0:
-        forward_rows(x2, r2, weight, eps, y.view(-1, x.shape[-1]))
-    return y
+    needs_grad = torch.is_grad_enabled() and (x.requires_grad or residual.requires_grad
+                                              or weight.requires_grad)
+    if inplace_residual:
+        if needs_grad:
+            raise ValueError("inplace_residual=True overwrites residual, which the backward needs; "
+                             "use return_residual=True when gradients are required")
+        if torch.compiler.is_compiling():
+            return torch.ops.fusedkernel.add_rmsnorm_inplace(x, residual, weight, eps), residual
+        return _forward(x, residual, weight, eps, "inplace", False)[0], residual
+    if needs_grad or torch.compiler.is_compiling():
+        y, res, _ = torch.ops.fusedkernel.add_rmsnorm_fwd(x, residual, weight, eps, return_residual)
+        return (y, res) if return_residual else y
+    y, res, _ = _forward(x, residual, weight, eps, "new" if return_residual else None, False)
+    return (y, res) if return_residual else y

@@ -88,7 +88,10 @@ def _looped_kernel(
     n_rows, n_cols, stride_x, stride_r, stride_y, stride_res, eps: tl.float32,
     BLOCK_N: tl.constexpr, STORE_RES: tl.constexpr, STORE_RSTD: tl.constexpr,
 ):
-    # One row per program, any width: pass 1 sums squares, pass 2 re-reads.
+    # One row per program, any width: pass 1 sums squares, pass 2 re-reads,
+    # then writes y and the residual output. Writing the residual output only
+    # in pass 2, right after reading the same chunk, keeps an in-place update
+    # (res aliasing residual) from feeding pass 2 the overwritten values.
     row = tl.program_id(0).to(tl.int64)
     x_row = x_ptr + row * stride_x
     r_row = r_ptr + row * stride_r
@@ -98,8 +101,6 @@ def _looped_kernel(
         m = cols < n_cols
         t = (tl.load(x_row + cols, mask=m, other=0.0).to(tl.float32)
              + tl.load(r_row + cols, mask=m, other=0.0).to(tl.float32))
-        if STORE_RES:
-            tl.store(res_ptr + row * stride_res + cols, t.to(res_ptr.dtype.element_ty), mask=m)
         acc += t * t
     rstd = tl.rsqrt(tl.sum(acc, axis=0) / n_cols + eps)
     if STORE_RSTD:
@@ -112,5 +113,7 @@ def _looped_kernel(
         m = cols < n_cols
         t = (tl.load(x_row + cols, mask=m, other=0.0).to(tl.float32)
              + tl.load(r_row + cols, mask=m, other=0.0).to(tl.float32))
+        if STORE_RES:
+            tl.store(res_ptr + row * stride_res + cols, t.to(res_ptr.dtype.element_ty), mask=m)
         w = tl.load(w_ptr + cols, mask=m, other=0.0).to(tl.float32)
         tl.store(y_ptr + row * stride_y + cols, (t * rstd * w).to(y_ptr.dtype.element_ty), mask=m)

@@ -1,7 +1,8 @@
-"""Host side of the forward kernels: picks the path and launches on 2-D row views."""
+"""Host side of the kernels: picks the path and launches on 2-D row views."""
 
 from __future__ import annotations
 
+import functools
 import os
 from contextlib import nullcontext
 
@@ -9,6 +10,7 @@ import torch
 import triton
 
 from .config import ForwardConfig, forward_config
+from .backward import _bwd_looped_kernel, _bwd_rows_kernel
 from .forward import _looped_kernel, _rows_kernel
 
 # Triton picks the interpreter when a kernel is decorated, so read the same
@@ -104,3 +106,43 @@ def forward_rows(x2: torch.Tensor, r2: torch.Tensor, weight: torch.Tensor, eps: 
                 (x2, r2, weight, y2, res_arg, rstd_arg, parts, counts, *common, cfg.block_m, cfg.block_n,
                  cfg.splits, triton.next_power_of_2(cfg.splits), store_res, store_rstd),
                 cfg.num_warps, 8)
+
+
+# Backward: whole rows held by one program up to this width, looped beyond (the
+# backward tile holds t, dy and their products, twice the forward's registers).
+BWD_MAX_TILE_N = 8192
+BWD_LOOP_BLOCK_N = 2048
+
+
+@functools.lru_cache(maxsize=16)
+def _programs_per_device(index: int) -> int:
+    # Persistent grid: a few programs per SM keep every SM busy.
+    return 4 * torch.cuda.get_device_properties(index).multi_processor_count
+
+
+def backward_rows(dy2: torch.Tensor, dres2: torch.Tensor | None, x2: torch.Tensor, r2: torch.Tensor,
+                  weight: torch.Tensor, rstd: torch.Tensor, dx2: torch.Tensor) -> torch.Tensor:
+    """Write dx2 (= d residual) for 2-D row views and return dweight as float32 (N,).
+
+    ``rstd`` is the forward's float32 rstd per row; ``dres2`` the gradient of
+    the residual output, if any. Launches on x2's device and current stream.
+    """
+    n_rows, n_cols = x2.shape
+    block_n = triton.next_power_of_2(n_cols)
+    tiled = block_n <= BWD_MAX_TILE_N
+    block_m = max(1, 2048 // block_n) if tiled else 1
+    groups = triton.cdiv(n_rows, block_m)
+    switch = x2.is_cuda and x2.device.index != torch.cuda.current_device()
+    with torch.cuda.device(x2.device) if switch else nullcontext():
+        n_progs = max(1, min(groups, 4 if INTERPRET else _programs_per_device(torch.cuda.current_device())))
+        dw_part = torch.zeros(n_progs, n_cols, dtype=torch.float32, device=x2.device)
+        has_dres = dres2 is not None
+        dres_arg = dres2 if has_dres else dy2
+        args = (dy2, dres_arg, x2, r2, weight, rstd, dx2, dw_part, n_rows, n_cols, dy2.stride(0),
+                dres_arg.stride(0), x2.stride(0), r2.stride(0), dx2.stride(0))
+        if tiled:
+            _bwd_rows_kernel[(n_progs,)](*args, BLOCK_M=block_m, BLOCK_N=block_n, HAS_DRES=has_dres,
+                                         num_warps=max(4, min(16, block_m * block_n // 256)))
+        else:
+            _bwd_looped_kernel[(n_progs,)](*args, BLOCK_N=BWD_LOOP_BLOCK_N, HAS_DRES=has_dres, num_warps=8)
+    return dw_part.sum(0)

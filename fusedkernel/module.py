@@ -1,0 +1,44 @@
+"""``FusedAddRMSNorm``: the fused op as a drop-in ``nn.Module`` for decoder layers."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ._validation import check_eps
+from .ops import add_rmsnorm
+
+
+class FusedAddRMSNorm(nn.Module):
+    """Residual add + RMSNorm with a learned weight, for a decoder layer.
+
+    ``y, residual = norm(x, residual)`` replaces ``residual = x + residual;
+    y = rms_norm(residual) * weight``. Semantics, dtypes and errors are those
+    of :func:`fusedkernel.add_rmsnorm`.
+
+    Args:
+        hidden_size: N, the last dimension of the inputs (>= 1).
+        eps: added to the mean square; finite, > 0.
+        device, dtype: of the weight (initialised to ones); dtype must be the
+            inputs' dtype or float32.
+
+    Raises:
+        ValueError: hidden_size < 1 or a bad eps (TypeError if eps is not a real number).
+    """
+
+    def __init__(self, hidden_size: int, eps: float = 1e-6, *, device=None, dtype=None):
+        super().__init__()
+        if isinstance(hidden_size, bool) or not isinstance(hidden_size, int) or hidden_size < 1:
+            raise ValueError(f"hidden_size must be an int >= 1, got {hidden_size!r}")
+        self.eps = check_eps(eps)
+        self.weight = nn.Parameter(torch.ones(hidden_size, device=device, dtype=dtype))
+
+    def forward(self, x: torch.Tensor, residual: torch.Tensor, *,
+                inplace_residual: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        """Return ``(y, x + residual)``; with ``inplace_residual`` the sum is written into ``residual``."""
+        if inplace_residual:
+            return add_rmsnorm(x, residual, self.weight, self.eps, inplace_residual=True)
+        return add_rmsnorm(x, residual, self.weight, self.eps, return_residual=True)
+
+    def extra_repr(self) -> str:
+        return f"{self.weight.shape[0]}, eps={self.eps}"

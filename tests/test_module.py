@@ -1,0 +1,43 @@
+"""FusedAddRMSNorm drops into a decoder layer."""
+
+import pytest
+import torch
+
+from fusedkernel import FusedAddRMSNorm, add_rmsnorm
+from helpers import rand
+
+
+def test_forward_returns_output_and_residual_stream(device):
+    norm = FusedAddRMSNorm(64, eps=1e-5, device=device, dtype=torch.bfloat16)
+    x, r = rand((2, 3, 64), torch.bfloat16, device), rand((2, 3, 64), torch.bfloat16, device)
+    y, res = norm(x, r)
+    y_ref, res_ref = add_rmsnorm(x, r, norm.weight.detach(), 1e-5, return_residual=True)
+    assert torch.equal(y, y_ref) and torch.equal(res, res_ref)
+
+
+def test_inplace_residual_and_weight_gradient(device):
+    norm = FusedAddRMSNorm(32, device=device)
+    x, r = rand((4, 32), torch.float32, device), rand((4, 32), torch.float32, device)
+    with torch.no_grad():
+        _, res = norm(x, r, inplace_residual=True)
+    assert res is r
+    y, _ = norm(x, rand((4, 32), torch.float32, device))
+    y.sum().backward()
+    assert norm.weight.grad.shape == (32,) and torch.isfinite(norm.weight.grad).all()
+
+
+def test_state_dict_and_repr(device):
+    norm = FusedAddRMSNorm(16, device=device)
+    assert list(norm.state_dict()) == ["weight"] and torch.equal(norm.weight, torch.ones(16, device=device))
+    assert repr(norm) == "FusedAddRMSNorm(16, eps=1e-06)"
+
+
+@pytest.mark.parametrize("hidden", [0, -3, 2.0, True])
+def test_bad_hidden_size(hidden):
+    with pytest.raises(ValueError, match="hidden_size must be an int >= 1"):
+        FusedAddRMSNorm(hidden)
+
+
+def test_bad_eps():
+    with pytest.raises(ValueError, match="eps must be finite and > 0"):
+        FusedAddRMSNorm(8, eps=0.0)

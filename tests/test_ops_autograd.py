@@ -1,0 +1,82 @@
+"""Gradients of the fused op against autograd of the float64 reference."""
+
+import pytest
+import torch
+from torch.library import opcheck
+
+from fusedkernel import add_rmsnorm
+from helpers import rand
+
+# dx, dresidual: one rounding of an fp32 value; dweight sums over rows in fp32.
+TOL = {torch.float32: (1e-4, 1e-5), torch.float16: (4e-3, 2e-3), torch.bfloat16: (3e-2, 2e-2)}
+
+
+def ref64(x, r, w, eps):
+    t = x + r
+    return t * torch.rsqrt(t.pow(2).mean(-1, keepdim=True) + eps) * w, t
+
+
+def grads(fn, x, r, w, dy, dres):
+    x, r, w = (t.detach().clone().requires_grad_() for t in (x, r, w))
+    y, res = fn(x, r, w)
+    loss = (y.double() * dy.double()).sum()
+    if dres is not None:
+        loss = loss + (res.double() * dres.double()).sum()
+    loss.backward()
+    return x.grad, r.grad, w.grad
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("n", [1, 7, 300, 9000])
+@pytest.mark.parametrize("with_res_grad", [False, True])
+def test_gradients_match_float64_reference(dtype, n, with_res_grad, device):
+    x, r, w = rand((5, n), dtype, device), rand((5, n), dtype, device), rand((n,), dtype, device)
+    dy = rand((5, n), dtype, device)
+    dres = rand((5, n), dtype, device) if with_res_grad else None
+    got = grads(lambda a, b, c: add_rmsnorm(a, b, c, 1e-5, return_residual=True), x, r, w, dy, dres)
+    want = grads(lambda a, b, c: ref64(a.double(), b.double(), c.double(), 1e-5), x, r, w, dy, dres)
+    rtol, atol = TOL[dtype]
+    for g, ref in zip(got, want):
+        assert g.dtype == dtype
+        ref = ref.double()
+        torch.testing.assert_close(g.double(), ref, rtol=rtol, atol=atol * max(1.0, ref.abs().max().item()))
+
+
+def test_float32_weight_gets_a_float32_gradient(device):
+    x, r = rand((4, 64), torch.bfloat16, device), rand((4, 64), torch.bfloat16, device)
+    w = rand((64,), torch.float32, device).requires_grad_()
+    add_rmsnorm(x, r, w).float().sum().backward()
+    assert w.grad.dtype == torch.float32 and torch.isfinite(w.grad).all()
+
+
+def test_only_weight_requires_grad(device):
+    x, r = rand((3, 32), torch.float32, device), rand((3, 32), torch.float32, device)
+    w = rand((32,), torch.float32, device).requires_grad_()
+    add_rmsnorm(x, r, w).sum().backward()
+    t = x + r
+    want = (t * torch.rsqrt(t.pow(2).mean(-1, keepdim=True) + 1e-6)).sum(0)
+    torch.testing.assert_close(w.grad, want, rtol=1e-5, atol=1e-5)
+
+
+def test_expanded_upstream_gradient(device):
+    # sum() hands the backward an expanded (stride 0) gradient.
+    x = rand((4, 16), torch.float32, device).requires_grad_()
+    add_rmsnorm(x, rand((4, 16), torch.float32, device), rand((16,), torch.float32, device)).sum().backward()
+    assert torch.isfinite(x.grad).all()
+
+
+def test_zero_rows_backward(device):
+    x = torch.empty(0, 8, device=device, requires_grad=True)
+    w = torch.ones(8, device=device, requires_grad=True)
+    add_rmsnorm(x, torch.empty(0, 8, device=device), w).sum().backward()
+    assert x.grad.shape == (0, 8) and torch.equal(w.grad, torch.zeros(8, device=device))
+
+
+@pytest.mark.parametrize("return_residual", [False, True])
+def test_custom_op_registration(return_residual, device):
+    # Schema, fake (meta) implementation and autograd registration, as torch checks them.
+    x, r = rand((3, 40), torch.float32, device), rand((3, 40), torch.float32, device)
+    w = rand((40,), torch.float32, device)
+    opcheck(torch.ops.fusedkernel.add_rmsnorm_fwd.default,
+            (x.requires_grad_(), r, w.requires_grad_(), 1e-6, return_residual))
+    opcheck(torch.ops.fusedkernel.add_rmsnorm_inplace.default, (x.detach(), r.clone(), w.detach(), 1e-6))

@@ -1,0 +1,88 @@
+"""The residual stream: x + residual returned as a new tensor or written in place."""
+
+import pytest
+import torch
+
+from conftest import HAS_CUDA
+from fusedkernel import add_rmsnorm
+from helpers import assert_matches_reference, rand
+
+
+def assert_rounded_sum(res, x, r):
+    """res == float32(x) + float32(r) rounded to x's dtype (round to nearest even on the GPU).
+
+    Triton 3.6's interpreter casts float32 to bfloat16 by truncation, so on
+    CPU a bfloat16 element may sit one ulp below the correctly rounded value.
+    """
+    want = (x.float() + r.float()).to(x.dtype)
+    if HAS_CUDA or x.dtype != torch.bfloat16:
+        torch.testing.assert_close(res, want, rtol=0, atol=0)
+    else:
+        torch.testing.assert_close(res.float(), want.float(), rtol=2.0**-7, atol=0)
+
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", [1, 13, 4096, 40000])
+def test_returned_residual_is_the_sum_rounded_once(dtype, n, device):
+    x, r = rand((3, n), dtype, device), rand((3, n), dtype, device)
+    w = rand((n,), dtype, device)
+    y, res = add_rmsnorm(x, r, w, return_residual=True)
+    assert res.dtype == dtype and res.shape == x.shape
+    assert_rounded_sum(res, x, r)
+    assert_matches_reference(y, x, r, w)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", [13, 4096, 40000])
+def test_inplace_residual_updates_the_buffer(dtype, n, device):
+    x, r = rand((4, n), dtype, device), rand((4, n), dtype, device)
+    w = rand((n,), dtype, device)
+    r_before = r.clone()
+    y, res = add_rmsnorm(x, r, w, inplace_residual=True)
+    assert res is r
+    assert_rounded_sum(r, x, r_before)
+    # The norm uses the float32 sum, not the rounded buffer.
+    assert_matches_reference(y, x, r_before, w)
+
+
+def test_inplace_residual_through_a_strided_view_leaves_other_columns(device):
+    n = 48
+    buf = rand((5, 2 * n), torch.bfloat16, device)
+    before = buf.clone()
+    x = rand((5, n), torch.bfloat16, device)
+    add_rmsnorm(x, buf[:, :n], rand((n,), torch.bfloat16, device), inplace_residual=True)
+    torch.testing.assert_close(buf[:, n:], before[:, n:], rtol=0, atol=0)
+    assert_rounded_sum(buf[:, :n], x, before[:, :n])
+
+
+def test_inplace_with_x_aliasing_residual(device):
+    # x and residual are one buffer: every element is read before it is written.
+    r = rand((3, 100), torch.float32, device)
+    orig = r.clone()
+    w = rand((100,), torch.float32, device)
+    y, _ = add_rmsnorm(r, r, w, inplace_residual=True)
+    torch.testing.assert_close(r, 2 * orig)
+    assert_matches_reference(y, orig, orig, w)
+
+
+def test_zero_rows_with_residual_outputs(device):
+    x = torch.empty(0, 8, device=device)
+    w = torch.ones(8, device=device)
+    y, res = add_rmsnorm(x, x.clone(), w, return_residual=True)
+    assert y.shape == res.shape == (0, 8)
+    y, res = add_rmsnorm(x, x.clone(), w, inplace_residual=True)
+    assert y.shape == res.shape == (0, 8)
+
+
+def test_both_residual_outputs_is_an_error(device):
+    x = rand((2, 8), torch.float32, device)
+    with pytest.raises(ValueError, match="exclusive"):
+        add_rmsnorm(x, x.clone(), torch.ones(8, device=device), return_residual=True, inplace_residual=True)
+
+
+def test_inplace_residual_refused_when_a_gradient_is_needed(device):
+    x = rand((2, 8), torch.float32, device).requires_grad_()
+    with pytest.raises(ValueError, match="inplace_residual=True overwrites residual"):
+        add_rmsnorm(x, rand((2, 8), torch.float32, device), torch.ones(8, device=device), inplace_residual=True)
