@@ -14,13 +14,13 @@ forkserver does before forking) never initializes CUDA.
 
 from __future__ import annotations
 
-import os
 import statistics
 import time
 
 import torch
+import triton
 
-INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
+INTERPRET = bool(triton.knobs.runtime.interpret)
 DEVICE = "cpu" if INTERPRET else "cuda"
 
 
@@ -56,8 +56,6 @@ class DeviceClock:
             fn()
             self.total += time.perf_counter() - start
             return
-        import triton
-
         driver = triton.runtime.driver.active
         if self._flush_buffer is None:
             self._flush_buffer = driver.get_empty_cache_for_benchmark()

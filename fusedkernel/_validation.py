@@ -14,13 +14,32 @@ import torch
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
+# The kernels take eps as float32: it must survive that conversion as a normal
+# number (a subnormal may be flushed to zero on the GPU, giving 0/0 = NaN for an
+# all-zero row; above the float32 maximum it becomes inf).
+EPS_MIN = torch.finfo(torch.float32).tiny
+EPS_MAX = torch.finfo(torch.float32).max
+
+
 def check_eps(eps: object) -> float:
-    """Return eps as a float; TypeError unless a real number, ValueError unless finite and > 0."""
+    """Return eps as a float.
+
+    Raises:
+        TypeError: eps is not a real number (bools and tensors included).
+        ValueError: eps is not finite and > 0, or is outside float32's normal
+            range [1.18e-38, 3.4e38].
+    """
     if isinstance(eps, bool) or not isinstance(eps, numbers.Real):
         raise TypeError(f"eps must be a real number, got {type(eps).__name__}")
-    eps = float(eps)
+    try:
+        eps = float(eps)
+    except OverflowError:
+        raise ValueError(f"eps must be finite and > 0, got {eps}") from None
     if not math.isfinite(eps) or eps <= 0.0:
         raise ValueError(f"eps must be finite and > 0, got {eps}")
+    if not EPS_MIN <= eps <= EPS_MAX:
+        raise ValueError(f"eps must be a normal float32 number, {EPS_MIN:.3g} <= eps <= {EPS_MAX:.3g}, "
+                         f"got {eps:.3g}")
     return eps
 
 
@@ -33,11 +52,19 @@ def check_inputs(x: object, residual: object, weight: object, eps: object) -> fl
 
     Raises:
         TypeError: a non-tensor, a non-floating or mismatched dtype, a non-real eps.
-        ValueError: mismatched shapes or devices, N == 0, eps <= 0 or not finite.
+        ValueError: a sparse, nested or lazily negated tensor, mismatched shapes
+            or devices, N == 0, eps out of range (see check_eps).
     """
     for name, t in (("x", x), ("residual", residual), ("weight", weight)):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.layout != torch.strided or t.is_nested:
+            raise ValueError(f"{name} must be a dense strided tensor, got layout {t.layout}"
+                             f"{' (nested)' if t.is_nested else ''}")
+        # A lazy negation view: the kernel reads raw memory and would miss the
+        # sign. (Traced graphs never hold one, and dynamo cannot trace is_neg.)
+        if not torch.compiler.is_compiling() and t.is_neg():
+            raise ValueError(f"{name} is a lazy negation view; pass {name}.resolve_neg()")
     if x.dtype not in FLOAT_DTYPES:
         raise TypeError(f"x must be float32, float16 or bfloat16, got {x.dtype}")
     if residual.dtype != x.dtype:

@@ -27,7 +27,9 @@ def add_rmsnorm_eager(x: torch.Tensor, residual: torch.Tensor, weight: torch.Ten
 
     Three kernels (add, rms_norm, mul). Shapes and dtypes as for
     :func:`fusedkernel.add_rmsnorm`; a float32 weight promotes y to float32,
-    as PyTorch's type promotion does. Raises the same TypeError / ValueError.
+    as PyTorch's type promotion does. Raises the same TypeError / ValueError
+    for dtypes, shapes, devices and eps; unlike the fused op it accepts any
+    layout (transposed, permuted), as PyTorch does.
     """
     return _chain(x, residual, weight, check_inputs(x, residual, weight, eps))
 
@@ -45,6 +47,9 @@ def add_rmsnorm_compiled(x: torch.Tensor, residual: torch.Tensor, weight: torch.
     """``torch.compile`` of the eager chain (inductor, ``dynamic=False``).
 
     Same arguments, checks and rounding as :func:`add_rmsnorm_eager`. The first
-    call per shape and dtype compiles (seconds); later calls reuse the kernel.
+    call per shape, dtype and eps value compiles (seconds; eps is a Python
+    float, which torch.compile specializes on); later calls reuse the kernel.
+    Past torch.compile's recompile limit (``torch._dynamo.config.recompile_limit``,
+    8 by default) further variants run the eager chain.
     """
     return _compiled_chain()(x, residual, weight, check_inputs(x, residual, weight, eps))

@@ -37,6 +37,12 @@ def good(device, n=8, dtype=torch.float16):
     ("eps_str", TypeError, "eps must be a real number"),
     ("eps_bool", TypeError, "eps must be a real number"),
     ("eps_tensor", TypeError, "eps must be a real number"),
+    ("eps_huge_int", ValueError, "eps must be finite and > 0"),
+    ("eps_below_float32", ValueError, "eps must be a normal float32 number"),
+    ("eps_subnormal_float32", ValueError, "eps must be a normal float32 number"),
+    ("eps_above_float32", ValueError, "eps must be a normal float32 number"),
+    ("neg_view", ValueError, "x is a lazy negation view"),
+    ("sparse_residual", ValueError, "residual must be a dense strided tensor"),
 ])
 def test_bad_input_names_the_argument(op, case, exc, match, device):
     x, r, w = good(device)
@@ -71,8 +77,14 @@ def test_bad_input_names_the_argument(op, case, exc, match, device):
         eps = True
     elif case == "eps_tensor":
         eps = torch.tensor(1e-6)
+    elif case == "neg_view":
+        x = torch._neg_view(x)
+    elif case == "sparse_residual":
+        r = r.to_sparse()
     else:
-        eps = {"eps_zero": 0.0, "eps_negative": -1e-6, "eps_nan": math.nan, "eps_inf": math.inf}[case]
+        eps = {"eps_zero": 0.0, "eps_negative": -1e-6, "eps_nan": math.nan, "eps_inf": math.inf,
+               "eps_huge_int": 10**400, "eps_below_float32": 1e-46, "eps_subnormal_float32": 1e-40,
+               "eps_above_float32": 1e39}[case]
     with pytest.raises(exc, match=match):
         op(x, r, w, eps)
 
@@ -104,6 +116,12 @@ def test_tensors_on_different_devices():
     x, r, w = good("cpu")
     with pytest.raises(ValueError, match="must be on one device"):
         add_rmsnorm(x, r, w.to("meta"))
+
+
+def test_meta_tensors_are_refused_with_a_device_error():
+    x = torch.randn(2, 8, device="meta")
+    with pytest.raises(ValueError, match="x must be a CUDA tensor"):
+        add_rmsnorm(x, torch.randn(2, 8, device="meta"), torch.randn(8, device="meta"))
 
 
 def test_integer_eps_is_accepted_as_float():

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import os
 from contextlib import nullcontext
 
 import torch
@@ -14,8 +13,8 @@ from .backward import _bwd_looped_kernel, _bwd_rows_kernel
 from .forward import _looped_kernel, _rows_kernel
 
 # Triton picks the interpreter when a kernel is decorated, so read the same
-# switch once, at import.
-INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
+# switch (parsed as Triton parses it: 1, true, on, ...) once, at import.
+INTERPRET = bool(triton.knobs.runtime.interpret)
 
 _counters: dict[tuple[int, int, int], torch.Tensor] = {}
 
