@@ -17,7 +17,8 @@ bench: $(if $(VENV),$(VENV)/.installed)
 test: $(if $(VENV),$(VENV)/.installed)
 	$(PY) -m pytest -q
 
-$(VENV)/.installed: requirements-dev.txt
+$(VENV)/.installed: requirements-dev.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install -q -r requirements-dev.txt
+	$(VENV)/bin/python -m pip install -q --no-deps -e .
 	touch $@
