@@ -4,6 +4,12 @@
                                           at a time at its own code; REV may be a
                                           range (A..B), backfilled oldest first
     python tools/bench.py publish         asv publish + provenance page
+    python tools/bench.py gate BASE HEAD  PR gate: benchmark the merge-base of BASE and
+                                          HEAD, and HEAD, on this machine; exit 1 when a
+                                          benchmark got slower beyond its family's factor
+                                          with statistical significance (asv continuous);
+                                          markdown tables to --summary (default stdout)
+    python tools/bench.py bisect GOOD..BAD BENCH   first slow commit (asv find, ~log2(n) runs)
 
 Mode: with a CUDA GPU, shapes are the GPU grid and the machine is named after
 the GPU model (e.g. ``nvidia-h200``); without one, kernels run in Triton's
@@ -80,6 +86,48 @@ def run(revs: list[str], wheels: str | None, asv_args: list[str]) -> None:
                           provenance.gpu_snapshot(), started_at)
 
 
+# Gate thresholds per benchmark family: asv continuous's --factor (after/before
+# ratio that fails the gate when asv's statistics also call the change
+# significant). Placeholders at asv's default for device time and a wider one
+# for host wall time, until the spread measured on the runner (several runs of
+# one commit) sets them.
+GATE_FACTORS = {"Forward.time_device": 1.05, "Host.time_wall": 1.10}
+
+
+def gate(base: str, head: str, wheels: str | None, summary: str | None) -> int:
+    mode, machine = detect()
+    env = asv_env(mode, wheels)
+    asv("machine", "--machine", machine, "--yes", env=env)
+    merge_base = subprocess.run(["git", "merge-base", base, head], cwd=ROOT, check=True,
+                                capture_output=True, text=True).stdout.strip()
+    failed, tables = False, []
+    for family, factor in GATE_FACTORS.items():
+        cmd = [sys.executable, "-m", "asv", "continuous", "--machine", machine, "--factor", str(factor),
+               "-b", family, merge_base, head]
+        print("+", " ".join(cmd), flush=True)
+        out = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+        print(out.stdout[-4000:], out.stderr[-2000:], sep="\n", flush=True)
+        failed |= out.returncode != 0
+        # asv compare prints GitHub-markdown tables: keep them for the job summary.
+        table = [line for line in out.stdout.splitlines() if line.startswith("|")]
+        tables.append(f"### {family} (fails above x{factor})\n\n" + ("\n".join(table) or "no change"))
+    verdict = "FAILED: slower beyond the threshold" if failed else "passed"
+    text = f"## Benchmark gate: {verdict}\n\nbase {merge_base[:8]}, head {head}\n\n" + "\n\n".join(tables) + "\n"
+    if summary:
+        with open(summary, "a") as f:
+            f.write(text)
+    else:
+        print(text)
+    return 1 if failed else 0
+
+
+def bisect(commit_range: str, bench: str, wheels: str | None) -> int:
+    mode, machine = detect()
+    env = asv_env(mode, wheels)
+    asv("machine", "--machine", machine, "--yes", env=env)
+    return asv("find", "--machine", machine, commit_range, bench, env=env, check=False)
+
+
 def publish() -> None:
     asv("publish")
     html_dir = ROOT / ".asv" / "html"
@@ -96,9 +144,22 @@ def main() -> None:
     r.add_argument("--wheels", help="folder of wheels for offline asv environments")
     r.add_argument("--asv-args", default="", help="extra arguments for asv run, e.g. '-b Forward'")
     sub.add_parser("publish", help="build the HTML site from results/")
+    g = sub.add_parser("gate", help="PR gate: compare HEAD with its merge-base with BASE")
+    g.add_argument("base")
+    g.add_argument("head")
+    g.add_argument("--wheels")
+    g.add_argument("--summary", help="append the markdown report here (e.g. $GITHUB_STEP_SUMMARY)")
+    b = sub.add_parser("bisect", help="find the first commit where BENCH got slower")
+    b.add_argument("range", help="GOOD..BAD")
+    b.add_argument("bench", help="benchmark name regex, e.g. 'Forward.time_device'")
+    b.add_argument("--wheels")
     a = p.parse_args()
     if a.cmd == "run":
         run(a.revs, a.wheels, shlex.split(a.asv_args))
+    elif a.cmd == "gate":
+        sys.exit(gate(a.base, a.head, a.wheels, a.summary))
+    elif a.cmd == "bisect":
+        sys.exit(bisect(a.range, a.bench, a.wheels))
     else:
         publish()
 
