@@ -94,14 +94,15 @@ def run(revs: list[str], wheels: str | None, asv_args: list[str]) -> None:
 GATE_FACTORS = {"Forward.time_device": 1.05, "Host.time_wall": 1.10}
 
 
-def gate(base: str, head: str, wheels: str | None, summary: str | None) -> int:
+def gate(base: str, head: str, wheels: str | None, summary: str | None,
+         families: dict[str, float] | None = None) -> int:
     mode, machine = detect()
     env = asv_env(mode, wheels)
     asv("machine", "--machine", machine, "--yes", env=env)
     merge_base = subprocess.run(["git", "merge-base", base, head], cwd=ROOT, check=True,
                                 capture_output=True, text=True).stdout.strip()
     failed, tables = False, []
-    for family, factor in GATE_FACTORS.items():
+    for family, factor in (families or GATE_FACTORS).items():
         cmd = [sys.executable, "-m", "asv", "continuous", "--machine", machine, "--factor", str(factor),
                "-b", family, merge_base, head]
         print("+", " ".join(cmd), flush=True)
@@ -149,6 +150,8 @@ def main() -> None:
     g.add_argument("head")
     g.add_argument("--wheels")
     g.add_argument("--summary", help="append the markdown report here (e.g. $GITHUB_STEP_SUMMARY)")
+    g.add_argument("--family", action="append", metavar="REGEX=FACTOR",
+                   help="gate only these benchmarks (asv -b regex) at this factor; repeatable")
     b = sub.add_parser("bisect", help="find the first commit where BENCH got slower")
     b.add_argument("range", help="GOOD..BAD")
     b.add_argument("bench", help="benchmark name regex, e.g. 'Forward.time_device'")
@@ -157,7 +160,8 @@ def main() -> None:
     if a.cmd == "run":
         run(a.revs, a.wheels, shlex.split(a.asv_args))
     elif a.cmd == "gate":
-        sys.exit(gate(a.base, a.head, a.wheels, a.summary))
+        families = dict((f.rsplit("=", 1)[0], float(f.rsplit("=", 1)[1])) for f in a.family or [])
+        sys.exit(gate(a.base, a.head, a.wheels, a.summary, families))
     elif a.cmd == "bisect":
         sys.exit(bisect(a.range, a.bench, a.wheels))
     else:

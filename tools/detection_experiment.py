@@ -63,6 +63,7 @@ def main() -> int:
                          "sweep measured 0.916 against 0.994 of the floor at 131072x512)")
     ap.add_argument("--bench", default="Forward.time_device[(].fused.,..bf16.,..(4x64|65536x512)",
                     help="asv -b regex of the benchmarks to run (default: fused, bf16, a narrow shape)")
+    ap.add_argument("--factor", type=float, default=1.05, help="the gate's threshold for --bench")
     ap.add_argument("--wheels", help="passed to tools/bench.py (offline hosts)")
     ap.add_argument("--keep", help="build the scratch repo here instead of a temporary folder")
     a = ap.parse_args()
@@ -85,17 +86,19 @@ def main() -> int:
     for entry in json.loads((html / "regressions.json").read_text())["regressions"]:
         if entry[2].get("machine") != machine:
             continue  # the committed history of other machines is not part of the experiment
-        # entry[-1]: the steps, [revision before, revision after, value before, value after]
+        # entry[-1]: the steps, [revision before, revision after, value before, value after];
+        # "before" is None when the step is pinned to exactly the "after" commit.
         for before, after, *_ in entry[-1]:
             flagged_commits.add(rev_to_hash[str(after)][:8])
-            steps_seen.append((entry[0], rev_to_hash[str(before)][:8], rev_to_hash[str(after)][:8]))
+            steps_seen.append((entry[0], before and rev_to_hash[str(before)][:8],
+                               rev_to_hash[str(after)][:8]))
     flagged_commits = sorted(flagged_commits)
     print("flagged by asv publish:", flagged_commits, steps_seen)
 
     gate_failed = []
     for parent, commit in zip([first_parent] + commits[:-1], commits):
-        rc = subprocess.run([*bench, "gate", parent, commit, *wheels], cwd=repo,
-                            capture_output=True, text=True).returncode
+        rc = subprocess.run([*bench, "gate", parent, commit, *wheels, "--family", f"{a.bench}={a.factor}"],
+                            cwd=repo, capture_output=True, text=True).returncode
         if rc:
             gate_failed.append(commit[:8])
     print("gate failed on:", gate_failed)
