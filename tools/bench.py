@@ -151,7 +151,10 @@ def main() -> None:
     g.add_argument("--wheels")
     g.add_argument("--summary", help="append the markdown report here (e.g. $GITHUB_STEP_SUMMARY)")
     g.add_argument("--family", action="append", metavar="REGEX=FACTOR",
-                   help="gate only these benchmarks (asv -b regex) at this factor; repeatable")
+                   help="gate only these benchmarks (asv -b regex) at this factor; repeatable. "
+                        "asv continuous compares every stored parameter of the benchmarks it "
+                        "names, so a parameter-level regex is exact only for commits with no "
+                        "other stored results")
     b = sub.add_parser("bisect", help="find the first commit where BENCH got slower")
     b.add_argument("range", help="GOOD..BAD")
     b.add_argument("bench", help="benchmark name regex, e.g. 'Forward.time_device'")
