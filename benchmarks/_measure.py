@@ -108,10 +108,35 @@ def interleaved_medians(op, floor, rounds: int = 5, rep_ms: float = 10.0) -> tup
     """Median device times (s) of ``op`` and ``floor``, measured in alternating short runs.
 
     Alternating cancels most of the clock drift of an unlocked GPU: both see
-    the same clocks, so their ratio moves less than either time does.
+    the same clocks, so their ratio moves less than either time does. In the
+    interpreter one round (of 5 calls each) is enough: its times are CPU times.
     """
+    rounds = 1 if INTERPRET else rounds
     op_t, floor_t = [], []
     for _ in range(rounds):
         floor_t.append(median_device_time(floor, rep_ms))
         op_t.append(median_device_time(op, rep_ms))
     return statistics.median(op_t), statistics.median(floor_t)
+
+
+def _compile_one(job) -> None:
+    from . import _cases
+
+    torch._dynamo.reset()  # one graph per shape: stay under dynamo's recompile limit
+    _cases.runner(*job)()
+    synchronize()
+
+
+def prewarm(jobs: list[tuple], workers: int) -> None:
+    """Run each job ``(op, impl, dtype, shape)`` once, in ``workers`` fresh processes.
+
+    For torch.compile peers: a cold compile takes seconds per shape (and the
+    backward as much again); compiled in parallel, the graphs land in
+    inductor's on-disk caches, and the measuring process then only loads them.
+    """
+    import concurrent.futures
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")  # a forked child cannot use CUDA
+    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+        list(pool.map(_compile_one, jobs))

@@ -1,45 +1,59 @@
-"""asv benchmarks of ``fusedkernel.add_rmsnorm`` and its peers (forward).
+"""asv benchmarks of ``fusedkernel.add_rmsnorm`` and its peers.
 
-Each metric is its own benchmark, so each has its own history on the site:
+Each metric is its own benchmark, so each has its own history on the site.
+Ops and their floors are defined in ``_cases``.
 
-* ``Forward.time_device``: device time of one call (s): CUDA events, L2
-  flushed before each call, one asv sample per call, so asv's statistics
-  (median, IQR, confidence interval) apply to it.
-* ``Throughput.track_gbps``: GB/s under the traffic model of ``_cases``.
-* ``Throughput.track_floor_fraction``: floor time / op time, the two measured
-  interleaved in one process (1.0 = as fast as ``torch.add`` of the same bytes).
-* ``Host.time_wall``: host wall time of one synchronized call (s), decode
+* ``Forward.time_device``, ``ForwardResidual.time_device``,
+  ``Training.time_device``: device time (s) of one call of the fused op
+  (forward; forward returning the residual sum; forward + backward): CUDA
+  events, L2 flushed before each call, one asv sample per call, so asv's
+  statistics (median, IQR, significance in ``asv continuous``) apply. These
+  are the benchmarks that get regression flags and gate pull requests.
+* ``Throughput.track_gbps`` and ``Throughput.track_floor_fraction`` for every
+  op and implementation (fused and the peers: torch.compile, Liger, eager):
+  GB/s under the op's traffic model, and floor time / op time with the two
+  measured interleaved (1.0 = as fast as the same-bytes floor). All of them
+  are measured in one process (``setup_cache``): warm clocks, no per-case
+  process start, and torch.compile's graphs compiled in parallel first.
+* ``Host.time_wall``: host wall time of one synchronized call (s) at decode
   shapes, next to the floor's, which is what a decode step pays.
 
 asv runs every parameter combination of every benchmark in its own process
 (a fork of one server that has imported torch), so selecting benchmarks with
-``-b 'Forward.time_device\\('fused', 'bf16''`` costs only what it selects.
+``-b 'Forward.time_device[(].fused.,..bf16'`` costs only what it selects
+(except Throughput, whose one measuring process covers all its cases).
 """
 
-from . import _cases as cases
-from ._measure import DeviceClock, interleaved_medians, synchronize, warm_up
+import os
 
-IMPLS = ["fused", "eager", "compiled"]
+import torch
+
+from . import _cases as cases
+from ._measure import DeviceClock, interleaved_medians, prewarm, synchronize, warm_up
+
 WARMUP_S = 0.2
 CLOCK = DeviceClock()
-FORWARD_PARAMS = [IMPLS, list(cases.DTYPES), cases.GPU_SHAPES + cases.INTERPRETER_SHAPES]
 
 
-class Forward:
-    params = FORWARD_PARAMS
+class _DeviceTime:
+    """Device time of one call of the fused op; ``op`` is set by each subclass."""
+
+    op = "forward"
+    # impl is a parameter (with one value) so the history keeps its v0 name.
+    params = [["fused"], list(cases.DTYPES), cases.SHAPES]
     param_names = ["impl", "dtype", "shape"]
-    timeout = 300  # the first torch.compile of a shape takes a while
     # asv_runner >= 0.3 re-runs setup before every timed call: setup builds only
     # what is missing (inputs are cached per process) and warms up once.
     number = 1
     repeat = (20, 200, 2.0)
     warmup_time = 0.0
     rounds = 1
+    timeout = 120
 
     def setup(self, impl, dtype, shape):
         cases.check_runs_here(shape)
         if getattr(self, "_case", None) != (impl, dtype, shape):
-            self.fn = cases.call(impl, dtype, shape)
+            self.fn = cases.runner(self.op, impl, dtype, shape)
             warm_up(self.fn, WARMUP_S)
             self._case = (impl, dtype, shape)
 
@@ -49,25 +63,62 @@ class Forward:
     time_device.timer = CLOCK
 
 
+class Forward(_DeviceTime):
+    op = "forward"
+
+
+class ForwardResidual(_DeviceTime):
+    op = "forward+residual"
+
+
+class Training(_DeviceTime):
+    op = "forward+backward"
+
+
+def measure_all() -> dict:
+    """{(op, impl, dtype, shape): (op seconds, floor seconds)} for every case this host runs."""
+    jobs = [(op, impl, d, s) for d, s in cases.cases() for op in cases.OPS for impl in cases.IMPLS]
+    workers = min(12, (os.cpu_count() or 1) - 1)
+    if workers >= 2:
+        prewarm([j for j in jobs if j[1] == "compiled"], workers)
+    out, first = {}, True
+    for dtype, shape in cases.cases():
+        for op in cases.OPS:
+            floor = cases.floor(op, dtype, shape)
+            for impl in cases.IMPLS:
+                try:
+                    fn = cases.runner(op, impl, dtype, shape)
+                except NotImplementedError:
+                    continue
+                torch._dynamo.reset()  # one graph per case: stay under dynamo's recompile limit
+                warm_up(fn, 1.0 if first else 0.05)
+                warm_up(floor, 0.02)
+                first = False
+                out[op, impl, dtype, shape] = interleaved_medians(fn, floor)
+        cases.inputs.cache_clear()  # free this case's tensors before the next
+    return out
+
+
 class Throughput:
-    params = FORWARD_PARAMS
-    param_names = ["impl", "dtype", "shape"]
-    timeout = 300
+    params = [cases.OPS, cases.IMPLS, list(cases.DTYPES), cases.SHAPES]
+    param_names = ["op", "impl", "dtype", "shape"]
+    timeout = 1800  # setup_cache: every case, and cold torch.compile graphs
 
-    def setup(self, impl, dtype, shape):
+    def setup_cache(self):
+        return measure_all()
+
+    def setup(self, times, op, impl, dtype, shape):
         cases.check_runs_here(shape)
-        self.fn, self.floor = cases.call(impl, dtype, shape), cases.floor(dtype, shape)
-        warm_up(self.fn, WARMUP_S)
-        warm_up(self.floor, 0.02)
+        if (op, impl, dtype, shape) not in times:
+            raise NotImplementedError(f"{impl} does not run {op} at {dtype} {shape} here")
 
-    def track_gbps(self, impl, dtype, shape):
-        op_s, _ = interleaved_medians(self.fn, self.floor)
-        return cases.bytes_moved(impl, dtype, shape) / op_s / 1e9
+    def track_gbps(self, times, op, impl, dtype, shape):
+        return cases.bytes_moved(op, dtype, shape) / times[op, impl, dtype, shape][0] / 1e9
 
     track_gbps.unit = "GB/s"
 
-    def track_floor_fraction(self, impl, dtype, shape):
-        op_s, floor_s = interleaved_medians(self.fn, self.floor)
+    def track_floor_fraction(self, times, op, impl, dtype, shape):
+        op_s, floor_s = times[op, impl, dtype, shape]
         return floor_s / op_s
 
     track_floor_fraction.unit = "fraction of floor"
@@ -76,18 +127,19 @@ class Throughput:
 class Host:
     """Host wall time per synchronized call: what a decode step pays."""
 
-    params = [IMPLS + ["floor"], list(cases.DTYPES), cases.DECODE_SHAPES + cases.INTERPRETER_SHAPES[:1]]
+    params = [["fused", "floor"], list(cases.DTYPES), cases.DECODE_SHAPES + cases.INTERPRETER_SHAPES[:1]]
     param_names = ["impl", "dtype", "shape"]
     number = 1
     repeat = (50, 500, 1.0)
     warmup_time = 0.0
     rounds = 1
-    timeout = 300
+    timeout = 120
 
     def setup(self, impl, dtype, shape):
         cases.check_runs_here(shape)
         if getattr(self, "_case", None) != (impl, dtype, shape):
-            fn = cases.floor(dtype, shape) if impl == "floor" else cases.call(impl, dtype, shape)
+            fn = (cases.floor("forward", dtype, shape) if impl == "floor"
+                  else cases.runner("forward", impl, dtype, shape))
             self.fn = lambda: (fn(), synchronize())
             warm_up(self.fn, WARMUP_S)
             self._case = (impl, dtype, shape)

@@ -1,10 +1,12 @@
-"""Host time per call at decode shapes: the fused op next to one torch.add.
+"""Host time per call at decode shapes: the fused op next to one torch.add, and where it goes.
 
     python tools/host_overhead.py
 
 Wall time of N back-to-back calls without synchronizing (launch-bound: the
 host cost of a call) and with a synchronize after each (what one decode step
-waits for), median of 7 repetitions, µs per call.
+waits for), median of 7 repetitions, µs per call. Then the fused op's host
+path taken apart, step by step (no synchronize; the kernel is shorter than its
+launch, so the GPU never backs the host up).
 """
 
 import statistics
@@ -13,6 +15,8 @@ import time
 import torch
 
 import fusedkernel
+from fusedkernel import _validation, ops
+from fusedkernel.kernels import config, launch
 
 
 def per_call_us(fn, n=2000, sync_each=False):
@@ -27,6 +31,43 @@ def per_call_us(fn, n=2000, sync_each=False):
         torch.cuda.synchronize()
         reps.append((time.perf_counter() - t0) / n * 1e6)
     return statistics.median(reps)
+
+
+def breakdown(x, r, w, y):
+    """Each step of add_rmsnorm's eager no-grad path, timed alone."""
+    x2, r2, y2 = x.view(-1, x.shape[-1]), r.view(-1, r.shape[-1]), y.view(-1, y.shape[-1])
+    ops._forward(x, r, w, 1e-6, None, False)  # fills the launcher's cache of compiled kernels
+    (key, kernel), = [(k, v) for k, v in launch._compiled.items() if k[1] == x.dtype and not k[4]]
+    kernel._init_handles()
+    cfg = key[0]
+    grid = (triton_cdiv(x2.shape[0], cfg.block_m) * cfg.splits, 1, 1)
+    args = (x2, r2, w, y2, y2, y2, y2, y2, x2.shape[0], x2.shape[1], x2.stride(0), r2.stride(0),
+            y2.stride(0), 0, 1e-6, cfg.block_m, cfg.block_n, cfg.splits, 1, False, False)
+    stream = torch.cuda.current_stream().cuda_stream
+    steps = {
+        "torch.add(x, r, out=y)": lambda: torch.add(x, r, out=y),
+        "check_inputs": lambda: _validation.check_inputs(x, r, w, 1e-6),
+        "rows_view x2": lambda: (_validation.rows_view(x, "x"), _validation.rows_view(r, "residual")),
+        "torch.empty(y)": lambda: torch.empty(x.shape, dtype=x.dtype, device=x.device),
+        "forward_config": lambda: config.forward_config(x.shape[-1], x.element_size(), False),
+        "torch.cuda.current_device()": torch.cuda.current_device,
+        "launcher C call only (CompiledKernel.run)": lambda: kernel.run(
+            *grid, stream, kernel.function, kernel.packed_metadata, None, None, None, *args),
+        "CompiledKernel[grid](*args)": lambda: kernel[grid](*args),
+        "forward_rows (launch path)": lambda: launch.forward_rows(x2, r2, w, 1e-6, y2),
+        "ops._forward (+ views, empty)": lambda: ops._forward(x, r, w, 1e-6, None, False),
+        "add_rmsnorm (all)": lambda: fusedkernel.add_rmsnorm(x, r, w),
+    }
+    print("| step | host µs/call |")
+    print("|---|---|")
+    for name, fn in steps.items():
+        for _ in range(50):
+            fn()
+        print(f"| {name} | {per_call_us(fn):.2f} |", flush=True)
+
+
+def triton_cdiv(a, b):
+    return -(-a // b)
 
 
 def main():
@@ -48,6 +89,10 @@ def main():
                 a, b = per_call_us(fn), per_call_us(fn, 500, True)
                 base = base or a
                 print(f"| {rows}x{n} | {dt} | {name} | {a:.2f} | {b:.2f} | {a / base:.2f} |", flush=True)
+    x, r = torch.randn(1, 4096, device="cuda", dtype=torch.bfloat16), torch.randn(1, 4096, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(4096, device="cuda", dtype=torch.bfloat16)
+    print("\nThe fused op's host path, 1x4096 bf16:\n")
+    breakdown(x, r, w, torch.empty_like(x))
 
 
 if __name__ == "__main__":

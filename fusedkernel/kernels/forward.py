@@ -117,3 +117,50 @@ def _looped_kernel(
             tl.store(res_ptr + row * stride_res + cols, t.to(res_ptr.dtype.element_ty), mask=m)
         w = tl.load(w_ptr + cols, mask=m, other=0.0).to(tl.float32)
         tl.store(y_ptr + row * stride_y + cols, (t * rstd * w).to(y_ptr.dtype.element_ty), mask=m)
+
+
+@triton.jit(do_not_specialize=["n_rows"])
+def _split_kernel(
+    x_ptr, r_ptr, w_ptr, y_ptr, res_ptr, rstd_ptr, part_ptr, count_ptr,
+    n_rows, n_cols, stride_x, stride_r, stride_y, stride_res, eps: tl.float32,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SPLITS: tl.constexpr, SPLITS_POW2: tl.constexpr,
+    STORE_RES: tl.constexpr, STORE_RSTD: tl.constexpr,
+):
+    # Wide rows, persistent: the grid is SLOTS * SPLITS programs. The SPLITS
+    # programs of a slot hold one [BLOCK_M, BLOCK_N] column block each of the
+    # same row group, exchange partial sums of squares (see _exchange), and
+    # move on to the group SLOTS further, in lockstep. Each program loads its
+    # next tile before it waits on the exchange, so its loads stay in flight
+    # while the row group's partial sums arrive. Slots never wait on each
+    # other, so a slot that is not yet resident only delays, never deadlocks.
+    n_slots = tl.num_programs(0) // SPLITS
+    group = tl.program_id(0) // SPLITS
+    part = tl.program_id(0) % SPLITS
+    n_groups = tl.cdiv(n_rows, BLOCK_M)
+    cols = part * BLOCK_N + tl.arange(0, BLOCK_N)
+    col_ok = cols < n_cols
+    w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
+    rows = group.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    mask = (rows < n_rows)[:, None] & col_ok[None, :]
+    x = tl.load(x_ptr + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0)
+    r = tl.load(r_ptr + rows[:, None] * stride_r + cols[None, :], mask=mask, other=0.0)
+    while group < n_groups:
+        t = x.to(tl.float32) + r.to(tl.float32)
+        if STORE_RES:
+            tl.store(res_ptr + rows[:, None] * stride_res + cols[None, :],
+                     t.to(res_ptr.dtype.element_ty), mask=mask)
+        sumsq = tl.sum(t * t, axis=1)
+        # Prefetch: rows past the end are masked off (no memory traffic).
+        nrows = rows + n_slots * BLOCK_M
+        nmask = (nrows < n_rows)[:, None] & col_ok[None, :]
+        x = tl.load(x_ptr + nrows[:, None] * stride_x + cols[None, :], mask=nmask, other=0.0)
+        r = tl.load(r_ptr + nrows[:, None] * stride_r + cols[None, :], mask=nmask, other=0.0)
+        sumsq = _exchange(sumsq, part_ptr, count_ptr, group, part, BLOCK_M, SPLITS, SPLITS_POW2)
+        rstd = tl.rsqrt(sumsq / n_cols + eps)
+        if STORE_RSTD:
+            tl.store(rstd_ptr + rows, rstd, mask=(rows < n_rows) & (part == 0))
+        y = t * rstd[:, None] * w[None, :]
+        tl.store(y_ptr + rows[:, None] * stride_y + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
+        group += n_slots
+        rows = nrows
+        mask = nmask

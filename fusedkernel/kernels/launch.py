@@ -10,7 +10,7 @@ import triton
 
 from .config import ForwardConfig, forward_config
 from .backward import _bwd_looped_kernel, _bwd_rows_kernel
-from .forward import _looped_kernel, _rows_kernel
+from .forward import _looped_kernel, _rows_kernel, _split_kernel
 
 # Triton picks the interpreter when a kernel is decorated, so read the same
 # switch (parsed as Triton parses it: 1, true, on, ...) once, at import.
@@ -96,6 +96,15 @@ def forward_rows(x2: torch.Tensor, r2: torch.Tensor, weight: torch.Tensor, eps: 
                     cfg.num_warps, 6)
             return
         groups = triton.cdiv(n_rows, cfg.block_m)
+        if cfg.path == "split":
+            slots = max(1, min(groups, _sm_count(x2.device.index) * cfg.per_sm // cfg.splits))
+            parts = torch.empty(groups * cfg.splits * cfg.block_m, dtype=torch.float32, device=x2.device)
+            counts = _counter_buffer(x2.device, groups, cfg.splits)
+            _launch(_split_kernel, (slots * cfg.splits,), key,
+                    (x2, r2, weight, y2, res_arg, rstd_arg, parts, counts, *common, cfg.block_m, cfg.block_n,
+                     cfg.splits, triton.next_power_of_2(cfg.splits), store_res, store_rstd),
+                    cfg.num_warps, 8)
+            return
         if cfg.splits > 1:
             parts = torch.empty(groups * cfg.splits * cfg.block_m, dtype=torch.float32, device=x2.device)
             counts = _counter_buffer(x2.device, groups, cfg.splits)
@@ -114,9 +123,8 @@ BWD_LOOP_BLOCK_N = 2048
 
 
 @functools.lru_cache(maxsize=16)
-def _programs_per_device(index: int) -> int:
-    # Persistent grid: a few programs per SM keep every SM busy.
-    return 4 * torch.cuda.get_device_properties(index).multi_processor_count
+def _sm_count(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
 
 
 def backward_rows(dy2: torch.Tensor, dres2: torch.Tensor | None, x2: torch.Tensor, r2: torch.Tensor,
@@ -133,7 +141,8 @@ def backward_rows(dy2: torch.Tensor, dres2: torch.Tensor | None, x2: torch.Tenso
     groups = triton.cdiv(n_rows, block_m)
     switch = x2.is_cuda and x2.device.index != torch.cuda.current_device()
     with torch.cuda.device(x2.device) if switch else nullcontext():
-        n_progs = max(1, min(groups, 4 if INTERPRET else _programs_per_device(torch.cuda.current_device())))
+        # Persistent grid: a few programs per SM keep every SM busy.
+        n_progs = max(1, min(groups, 4 if INTERPRET else 4 * _sm_count(torch.cuda.current_device())))
         dw_part = torch.zeros(n_progs, n_cols, dtype=torch.float32, device=x2.device)
         has_dres = dres2 is not None
         dres_arg = dres2 if has_dres else dy2
