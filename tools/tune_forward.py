@@ -25,7 +25,7 @@ DT = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 WIDTHS = [256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144]
 
 
-def configs(n, elem_bytes, split_only=False):
+def configs(n, elem_bytes):
     """The table's choice and its neighbours; for wide rows, the split sweep."""
     table = forward_config(n, elem_bytes, False)
     out = [table]
@@ -34,16 +34,11 @@ def configs(n, elem_bytes, split_only=False):
                       (table.block_m * 2, table.num_warps), (table.block_m // 2, table.num_warps)]:
             if bm >= 1 and 4 <= w <= 32:
                 out.append(ForwardConfig("rows", bm, table.block_n, 1, w))
-    if n >= 32768 and not split_only:
+    if n >= 32768:
         for bm, bn, w in itertools.product([1, 2, 4], [2048, 4096, 8192], [4, 8, 16]):
             cfg = ForwardConfig("rows", bm, bn, triton.cdiv(n, bn), w)
             if bm * bn <= 16384 and bn >= 256 * w and cfg not in out:
                 out.append(cfg)
-    if n >= 32768:  # the persistent split path
-        for (bm, bn, w), per_sm in itertools.product(
-                [(1, 4096, 4), (1, 4096, 8), (2, 4096, 4), (2, 4096, 8), (1, 8192, 8), (1, 8192, 16),
-                 (2, 2048, 4)], [1, 2, 4]):
-            out.append(ForwardConfig("split", bm, bn, triton.cdiv(n, bn), w, per_sm))
     return out
 
 
@@ -55,8 +50,6 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dtypes", default="bf16")
     ap.add_argument("--widths", default=",".join(map(str, WIDTHS)))
-    ap.add_argument("--split-only", action="store_true",
-                    help="wide rows: the table's choice and the persistent split sweep only")
     a = ap.parse_args()
     x0 = torch.randn(1 << 26, device="cuda")
     for _ in range(200):  # clocks ramp up from idle
@@ -73,7 +66,7 @@ def main():
         floor = lambda: torch.add(x, r, out=y)
         best = None
         out_table = forward_config(n, x.element_size(), False)
-        for cfg in configs(n, x.element_size(), a.split_only):
+        for cfg in configs(n, x.element_size()):
             try:
                 y.fill_(float("nan"))
                 forward_rows(x, r, w, 1e-6, y, cfg=cfg)
@@ -90,7 +83,7 @@ def main():
                 ts.append(bench(op))
             t, f = statistics.median(ts), statistics.median(fs)
             mark = " (table)" if cfg == out_table else ""
-            print(f"| {dname} | {rows}x{n} | {cfg.path}{mark}{f' /{cfg.per_sm} per SM' if cfg.per_sm else ''} | {cfg.block_m} | {cfg.block_n} | {cfg.splits} | {cfg.num_warps} | {t*1e3:.1f} | {f*1e3:.1f} | {f/t:.3f} | {err:.3g} |", flush=True)
+            print(f"| {dname} | {rows}x{n} | {cfg.path}{mark} | {cfg.block_m} | {cfg.block_n} | {cfg.splits} | {cfg.num_warps} | {t*1e3:.1f} | {f*1e3:.1f} | {f/t:.3f} | {err:.3g} |", flush=True)
             if best is None or f / t > best[0]:
                 best = (f / t, cfg, t)
         print(f"BEST {dname} {rows}x{n}: {best[1]} fraction {best[0]:.3f} ({best[2]*1e3:.1f} µs)", flush=True)

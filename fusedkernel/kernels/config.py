@@ -48,10 +48,9 @@ LOOP_BLOCK_N = 4096
 class ForwardConfig:
     """How one forward launch is shaped.
 
-    path: "rows", "split" or "looped". block_m: rows per program. block_n:
-    columns a program holds at once. splits: programs per row group (1:
-    whole rows). num_warps: warps per program. per_sm: "split" only, the
-    persistent grid's programs per SM.
+    path: "rows" or "looped". block_m: rows per program. block_n: columns a
+    program holds at once. splits: programs per row group (1: whole rows).
+    num_warps: warps per program.
     """
 
     path: str
@@ -59,7 +58,6 @@ class ForwardConfig:
     block_n: int
     splits: int
     num_warps: int
-    per_sm: int = 0
 
 
 @functools.lru_cache(maxsize=1024)

@@ -10,7 +10,7 @@ import triton
 
 from .config import ForwardConfig, forward_config
 from .backward import _bwd_looped_kernel, _bwd_rows_kernel
-from .forward import _looped_kernel, _rows_kernel, _split_kernel
+from .forward import _looped_kernel, _rows_kernel
 
 # Triton picks the interpreter when a kernel is decorated, so read the same
 # switch (parsed as Triton parses it: 1, true, on, ...) once, at import.
@@ -96,15 +96,6 @@ def forward_rows(x2: torch.Tensor, r2: torch.Tensor, weight: torch.Tensor, eps: 
                     cfg.num_warps, 6)
             return
         groups = triton.cdiv(n_rows, cfg.block_m)
-        if cfg.path == "split":
-            slots = max(1, min(groups, _sm_count(x2.device.index) * cfg.per_sm // cfg.splits))
-            parts = torch.empty(groups * cfg.splits * cfg.block_m, dtype=torch.float32, device=x2.device)
-            counts = _counter_buffer(x2.device, groups, cfg.splits)
-            _launch(_split_kernel, (slots * cfg.splits,), key,
-                    (x2, r2, weight, y2, res_arg, rstd_arg, parts, counts, *common, cfg.block_m, cfg.block_n,
-                     cfg.splits, triton.next_power_of_2(cfg.splits), store_res, store_rstd),
-                    cfg.num_warps, 8)
-            return
         if cfg.splits > 1:
             parts = torch.empty(groups * cfg.splits * cfg.block_m, dtype=torch.float32, device=x2.device)
             counts = _counter_buffer(x2.device, groups, cfg.splits)
