@@ -29,6 +29,10 @@ def check_eps(eps: object) -> float:
         ValueError: eps is not finite and > 0, or is outside float32's normal
             range [1.18e-38, 3.4e38].
     """
+    # The common case first, cheaply (a decode step pays for every check);
+    # NaN fails the comparison and takes the full path below.
+    if type(eps) is float and EPS_MIN <= eps <= EPS_MAX:
+        return eps
     if isinstance(eps, bool) or not isinstance(eps, numbers.Real):
         raise TypeError(f"eps must be a real number, got {type(eps).__name__}")
     try:
@@ -55,6 +59,7 @@ def check_inputs(x: object, residual: object, weight: object, eps: object) -> fl
         ValueError: a sparse, nested or lazily negated tensor, mismatched shapes
             or devices, N == 0, eps out of range (see check_eps).
     """
+    compiling = torch.compiler.is_compiling()
     for name, t in (("x", x), ("residual", residual), ("weight", weight)):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
@@ -63,7 +68,7 @@ def check_inputs(x: object, residual: object, weight: object, eps: object) -> fl
                              f"{' (nested)' if t.is_nested else ''}")
         # A lazy negation view: the kernel reads raw memory and would miss the
         # sign. (Traced graphs never hold one, and dynamo cannot trace is_neg.)
-        if not torch.compiler.is_compiling() and t.is_neg():
+        if not compiling and t.is_neg():
             raise ValueError(f"{name} is a lazy negation view; pass {name}.resolve_neg()")
     if x.dtype not in FLOAT_DTYPES:
         raise TypeError(f"x must be float32, float16 or bfloat16, got {x.dtype}")
@@ -82,7 +87,11 @@ def check_inputs(x: object, residual: object, weight: object, eps: object) -> fl
         raise ValueError(f"weight must have shape ({n},) (x's hidden size), got {tuple(weight.shape)}")
     if n > 1 and weight.stride(0) != 1:
         raise ValueError(f"weight must be contiguous, got stride {weight.stride(0)}; pass weight.contiguous()")
-    if residual.device != x.device or weight.device != x.device:
+    # get_device() (an int, -1 off CUDA) is cheaper than comparing devices;
+    # off CUDA (CPU, meta) the devices are compared in full.
+    index = x.get_device()
+    if (residual.get_device() != index or weight.get_device() != index
+            or (index < 0 and not x.device == residual.device == weight.device)):
         raise ValueError(f"x, residual and weight must be on one device, got {x.device}, "
                          f"{residual.device} and {weight.device}")
     return check_eps(eps)
@@ -107,3 +116,17 @@ def rows_view(t: torch.Tensor, name: str) -> torch.Tensor:
         raise ValueError(f"{name}'s leading dimensions must collapse into one row stride, got "
                          f"shape {tuple(t.shape)} with strides {t.stride()}; pass "
                          f"{name}.contiguous()") from None
+
+
+def row_stride(t: torch.Tensor, name: str) -> int:
+    """The stride between rows of ``t`` (..., N) viewed as (rows, N); see :func:`rows_view`.
+
+    Contiguous and 2-D tensors (decode's usual inputs) are read off without
+    making a view (a view costs the host a microsecond or two per call).
+    Raises ValueError as rows_view does.
+    """
+    if t.is_contiguous():
+        return t.shape[-1]
+    if t.dim() == 2 and (t.shape[1] == 1 or t.stride(1) == 1):
+        return t.stride(0)
+    return rows_view(t, name).stride(0)

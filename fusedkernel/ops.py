@@ -18,19 +18,19 @@ from .kernels.launch import INTERPRET, backward_rows, forward_rows
 def _forward(x: Tensor, residual: Tensor, weight: Tensor, eps: float, res_mode: str | None,
              want_rstd: bool) -> tuple[Tensor, Tensor | None, Tensor | None]:
     """Launch the forward; res_mode None, "new" or "inplace". Returns (y, res, rstd)."""
-    n = x.shape[-1]
-    x2, r2 = rows_view(x, "x"), rows_view(residual, "residual")
-    y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
-    res = res2 = None
+    # Outputs are contiguous whatever x's row stride (empty_like alone would copy it).
+    y = torch.empty_like(x, memory_format=torch.contiguous_format)
+    res = None
     if res_mode == "new":
-        res = torch.empty(x.shape, dtype=x.dtype, device=x.device)
-        res2 = res.view(-1, n)
+        res = torch.empty_like(x, memory_format=torch.contiguous_format)
     elif res_mode == "inplace":
-        res2 = r2
-    rstd = torch.empty(x2.shape[0], dtype=torch.float32, device=x.device) if want_rstd else None
-    if x2.shape[0] > 0:
-        forward_rows(x2, r2, weight, eps, y.view(-1, n), res2, rstd)
-    return y, res, rstd
+        res = residual
+    rstd = None
+    if want_rstd:
+        rstd = torch.empty(x.numel() // x.shape[-1], dtype=torch.float32, device=x.device)
+    if x.numel() > 0:
+        forward_rows(x, residual, weight, eps, y, res, rstd)
+    return y, (None if res_mode == "inplace" else res), rstd
 
 
 @torch.library.custom_op("fusedkernel::add_rmsnorm_fwd", mutates_args=())

@@ -147,7 +147,7 @@ def test_split_path_settings_match_reference(block_m, block_n, warps):
     for _ in range(2):  # the second launch reuses the counters the first left behind
         r = r0.clone()
         y, rstd = torch.full_like(x, math.nan), torch.full((37,), math.nan, device="cuda")
-        forward_rows(x, r, w, 1e-6, y, res2=r, rstd=rstd, cfg=cfg)  # residual updated in place
+        forward_rows(x, r, w, 1e-6, y, res=r, rstd=rstd, cfg=cfg)  # residual updated in place
         assert_matches_reference(y, x, r0, w)
         torch.testing.assert_close(r, (x.float() + r0.float()).half(), rtol=0, atol=0)
         t = x.float() + r0.float()

@@ -35,27 +35,26 @@ def per_call_us(fn, n=2000, sync_each=False):
 
 def breakdown(x, r, w, y):
     """Each step of add_rmsnorm's eager no-grad path, timed alone."""
-    x2, r2, y2 = x.view(-1, x.shape[-1]), r.view(-1, r.shape[-1]), y.view(-1, y.shape[-1])
-    ops._forward(x, r, w, 1e-6, None, False)  # fills the launcher's cache of compiled kernels
-    (key, kernel), = [(k, v) for k, v in launch._compiled.items() if k[1] == x.dtype and not k[4]]
-    kernel._init_handles()
-    cfg = key[0]
-    grid = (triton_cdiv(x2.shape[0], cfg.block_m) * cfg.splits, 1, 1)
-    args = (x2, r2, w, y2, y2, y2, y2, y2, x2.shape[0], x2.shape[1], x2.stride(0), r2.stride(0),
-            y2.stride(0), 0, 1e-6, cfg.block_m, cfg.block_n, cfg.splits, 1, False, False)
+    fusedkernel.add_rmsnorm(x, r, w)  # fills the launcher's cache of compiled kernels
+    (key, (run, function, metadata, compiled)), = [
+        (k, v) for k, v in launch._compiled.items() if k[2] == x.dtype and not k[5]]
+    cfg, n = key[0], x.shape[-1]
+    grid = -(-x.numel() // n // cfg.block_m) * cfg.splits
+    args = (x, r, w, y, None, None, None, None, x.numel() // n, n, n, n, n, 0, 1e-6,
+            cfg.block_m, cfg.block_n, cfg.splits, 1, False, False)
     stream = torch.cuda.current_stream().cuda_stream
     steps = {
         "torch.add(x, r, out=y)": lambda: torch.add(x, r, out=y),
         "check_inputs": lambda: _validation.check_inputs(x, r, w, 1e-6),
-        "rows_view x2": lambda: (_validation.rows_view(x, "x"), _validation.rows_view(r, "residual")),
-        "torch.empty(y)": lambda: torch.empty(x.shape, dtype=x.dtype, device=x.device),
-        "forward_config": lambda: config.forward_config(x.shape[-1], x.element_size(), False),
+        "torch.empty(shape, dtype, device)": lambda: torch.empty(x.shape, dtype=x.dtype, device=x.device),
+        "torch.empty_like(x, contiguous)": lambda: torch.empty_like(x, memory_format=torch.contiguous_format),
+        "forward_config": lambda: config.forward_config(n, x.element_size(), False),
         "torch.cuda.current_device()": torch.cuda.current_device,
-        "launcher C call only (CompiledKernel.run)": lambda: kernel.run(
-            *grid, stream, kernel.function, kernel.packed_metadata, None, None, None, *args),
-        "CompiledKernel[grid](*args)": lambda: kernel[grid](*args),
-        "forward_rows (launch path)": lambda: launch.forward_rows(x2, r2, w, 1e-6, y2),
-        "ops._forward (+ views, empty)": lambda: ops._forward(x, r, w, 1e-6, None, False),
+        "Triton launcher only (CompiledKernel.run)": lambda: run(
+            grid, 1, 1, stream, function, metadata, None, None, None, *args),
+        "CompiledKernel[grid](*args)": lambda: compiled[(grid, 1, 1)](*args),
+        "forward_rows (launch path)": lambda: launch.forward_rows(x, r, w, 1e-6, y),
+        "ops._forward (+ empty)": lambda: ops._forward(x, r, w, 1e-6, None, False),
         "add_rmsnorm (all)": lambda: fusedkernel.add_rmsnorm(x, r, w),
     }
     print("| step | host µs/call |")
@@ -64,10 +63,6 @@ def breakdown(x, r, w, y):
         for _ in range(50):
             fn()
         print(f"| {name} | {per_call_us(fn):.2f} |", flush=True)
-
-
-def triton_cdiv(a, b):
-    return -(-a // b)
 
 
 def main():

@@ -1,4 +1,4 @@
-"""Host side of the kernels: picks the path and launches on 2-D row views."""
+"""Host side of the kernels: picks the path and launches."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from contextlib import nullcontext
 import torch
 import triton
 
+from .._validation import row_stride
 from .config import ForwardConfig, forward_config
 from .backward import _bwd_looped_kernel, _bwd_rows_kernel
 from .forward import _looped_kernel, _rows_kernel
@@ -39,72 +40,82 @@ def _counter_buffer(device: torch.device, n: int, splits: int) -> torch.Tensor:
 
 # Compiled kernels for launches whose arguments are all "aligned": every
 # pointer 16-byte aligned, every int argument divisible by 16 and < 2**31.
-# Triton specializes a kernel on exactly these facts (besides dtypes and
-# constexprs, which are in the key), so one compiled kernel serves every such
-# launch, and calling it directly skips JITFunction.run's per-call argument
-# binding and cache-key construction (most of the host time of a small call).
-_compiled: dict[tuple, object] = {}
+# Triton specializes a kernel on exactly these facts (besides dtypes, None
+# arguments and constexprs, which are in the key with the device), so one
+# compiled kernel serves every such launch. Calling its launcher directly
+# skips JITFunction.run's per-call argument binding and cache-key
+# construction, and CompiledKernel.__getitem__'s closure: most of the host
+# time of a small call.
+_compiled: dict[tuple, tuple] = {}
 _FAST = triton.__version__.startswith("3.6") and not INTERPRET
+_knobs = triton.knobs.runtime
 
 
 def _aligned(tensors: tuple, ints: tuple, n_rows: int) -> bool:
-    # n_rows is not specialized (only its int32/int64 type is).
-    return (n_rows < 2**31 and not any(t.data_ptr() & 15 for t in tensors)
+    # n_rows is not specialized (only its int32/int64 type is). None pointers
+    # are constexprs, part of the key.
+    return (n_rows < 2**31 and not any(t is not None and t.data_ptr() & 15 for t in tensors)
             and not any(i & 15 or i >= 2**31 for i in ints))
 
 
-def _launch(kernel, grid: tuple, key: tuple, args: tuple, num_warps: int, n_ptrs: int) -> None:
-    """Launch ``kernel`` with all its arguments in signature order (constexprs included).
+def _launch(kernel, grid: int, key: tuple, args: tuple, num_warps: int, n_ptrs: int, device: int) -> None:
+    """Launch ``kernel`` on ``grid`` programs with all its arguments in signature order.
 
-    The first ``n_ptrs`` arguments are tensors, followed by n_rows, then the
-    int arguments Triton specializes (n_cols and the row strides), then eps.
+    The first ``n_ptrs`` arguments are tensors (or None where unused),
+    followed by n_rows, then the int arguments Triton specializes (n_cols and
+    the row strides), then eps and the constexprs. Launches on the current
+    device, which must be ``device``, and its current stream.
     """
     if _FAST and _aligned(args[:n_ptrs], args[n_ptrs + 1:n_ptrs + 6], args[n_ptrs]):
-        compiled = _compiled.get(key)
-        if compiled is not None:
-            compiled[grid + (1, 1)](*args)  # CompiledKernel wants all three grid dims
+        entry = _compiled.get(key)
+        if entry is None:
+            compiled = kernel[(grid,)](*args, num_warps=num_warps)
+            _compiled[key] = (compiled.run, compiled.function, compiled.packed_metadata, compiled)
             return
-        _compiled[key] = kernel[grid](*args, num_warps=num_warps)
-    else:
-        kernel[grid](*args, num_warps=num_warps)
+        run, function, metadata, compiled = entry
+        if _knobs.launch_enter_hook is None:
+            run(grid, 1, 1, torch._C._cuda_getCurrentRawStream(device), function, metadata, None,
+                None, _knobs.launch_exit_hook, *args)
+        else:  # a profiler's hook wants the launch metadata
+            compiled[(grid, 1, 1)](*args)
+        return
+    kernel[(grid,)](*args, num_warps=num_warps)
 
 
-def forward_rows(x2: torch.Tensor, r2: torch.Tensor, weight: torch.Tensor, eps: float,
-                 y2: torch.Tensor, res2: torch.Tensor | None = None,
+def forward_rows(x: torch.Tensor, r: torch.Tensor, weight: torch.Tensor, eps: float,
+                 y: torch.Tensor, res: torch.Tensor | None = None,
                  rstd: torch.Tensor | None = None, cfg: ForwardConfig | None = None) -> None:
-    """Launch the forward op on 2-D views (rows, N) with unit column stride.
+    """Launch the forward op on tensors of shape (..., N) read as (rows, N).
 
-    Writes y2, and res2 / rstd when given. Inputs must already be validated;
-    the launch happens on x2's device and that device's current stream.
+    x, r, y and res must each have a unit column stride and leading dimensions
+    that collapse into one row stride (see ``_validation.rows_view``); inputs
+    must already be validated. Writes y, and res / rstd (float32, one per row)
+    when given. Launches on x's device and that device's current stream.
     ``cfg`` overrides the launch table (tests and tuning).
     """
-    n_rows, n_cols = x2.shape
-    cfg = cfg or forward_config(n_cols, x2.element_size(), INTERPRET)
-    store_res, store_rstd = res2 is not None, rstd is not None
-    # Unused optional outputs get a valid pointer that is never written.
-    res_arg = res2 if store_res else y2
-    rstd_arg = rstd if store_rstd else y2
-    stride_res = res2.stride(0) if store_res else 0
-    common = (n_rows, n_cols, x2.stride(0), r2.stride(0), y2.stride(0), stride_res, eps)
-    key = (cfg, x2.dtype, weight.dtype, res_arg.dtype, store_res, store_rstd)
+    n_cols = x.shape[-1]
+    n_rows = x.numel() // n_cols
+    cfg = cfg or forward_config(n_cols, x.element_size(), INTERPRET)
+    stride_res = row_stride(res, "res") if res is not None else 0
+    common = (n_rows, n_cols, row_stride(x, "x"), row_stride(r, "residual"), row_stride(y, "y"), stride_res, eps)
+    device = x.get_device()
+    key = (cfg, device, x.dtype, weight.dtype, y.dtype, res is not None, rstd is not None)
     # Triton launches on the current device: switch only when it differs.
-    switch = x2.is_cuda and x2.device.index != torch.cuda.current_device()
-    with torch.cuda.device(x2.device) if switch else nullcontext():
+    switch = device >= 0 and device != torch.cuda.current_device()
+    with torch.cuda.device(device) if switch else nullcontext():
         if cfg.path == "looped":
-            _launch(_looped_kernel, (n_rows,), key,
-                    (x2, r2, weight, y2, res_arg, rstd_arg, *common, cfg.block_n, store_res, store_rstd),
-                    cfg.num_warps, 6)
+            _launch(_looped_kernel, n_rows, key, (x, r, weight, y, res, rstd, *common, cfg.block_n,
+                                                  res is not None, rstd is not None), cfg.num_warps, 6, device)
             return
         groups = triton.cdiv(n_rows, cfg.block_m)
+        parts = counts = None  # SPLITS == 1: no exchange
         if cfg.splits > 1:
-            parts = torch.empty(groups * cfg.splits * cfg.block_m, dtype=torch.float32, device=x2.device)
-            counts = _counter_buffer(x2.device, groups, cfg.splits)
-        else:
-            parts = counts = y2  # never touched when SPLITS == 1
-        _launch(_rows_kernel, (groups * cfg.splits,), key,
-                (x2, r2, weight, y2, res_arg, rstd_arg, parts, counts, *common, cfg.block_m, cfg.block_n,
-                 cfg.splits, triton.next_power_of_2(cfg.splits), store_res, store_rstd),
-                cfg.num_warps, 8)
+            parts = torch.empty(groups * cfg.splits * cfg.block_m, dtype=torch.float32, device=x.device)
+            counts = _counter_buffer(x.device, groups, cfg.splits)
+        _launch(_rows_kernel, groups * cfg.splits, key,
+                (x, r, weight, y, res, rstd, parts, counts, *common, cfg.block_m, cfg.block_n,
+                 cfg.splits, triton.next_power_of_2(cfg.splits), res is not None, rstd is not None),
+                cfg.num_warps, 8, device)
 
 
 # Backward: whole rows held by one program up to this width, looped beyond (the
