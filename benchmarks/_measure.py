@@ -4,9 +4,10 @@ Kept with the benchmarks, not in the package, so every commit in the history
 is measured by the same method (asv imports this suite once, from the working
 tree, and the package from each benchmarked commit).
 
-Mode: on a GPU host times are CUDA-event device times with the L2 flushed
-before every call (Triton's own flush buffer, as ``triton.testing.do_bench``
-does). Under TRITON_INTERPRET=1 (no GPU) the "device" is the CPU running the
+Mode: on a GPU host times are CUDA-event device times of single calls, with the
+L2 flushed before every call (Triton's own flush buffer, as
+``triton.testing.do_bench`` does) and the GPU kept ahead of the host (see
+DeviceClock). Under TRITON_INTERPRET=1 (no GPU) the "device" is the CPU running the
 interpreter and times are host wall times. The mode is read from the
 environment, not from torch.cuda, so importing this module (which asv's
 forkserver does before forking) never initializes CUDA.
@@ -29,6 +30,12 @@ def synchronize() -> None:
         torch.cuda.synchronize()
 
 
+# The spin before each timed call runs at the SM clock: ~2e9 cycles/s on the
+# H200 (1980 MHz under load; slower clocks only make the spin longer).
+SPIN_HZ = 2.0e9
+MIN_SPIN_S = 100e-6
+
+
 class DeviceClock:
     """An asv ``timer``: seconds of device time spent inside :meth:`call`.
 
@@ -36,19 +43,45 @@ class DeviceClock:
     the GPU, then adds the CUDA-event time of the calls made since the last
     read. So an asv sample is the device time of the call alone (L2 flushed
     before it, the flush not counted), and asv's statistics apply to it.
+
+    Before each call the GPU spins for longer than the host takes to enqueue
+    the call (see :meth:`cover`), so the events time the GPU's work, not the
+    host's launch gaps. Without it, a call the host launches more slowly than
+    the GPU runs it (decode shapes; forward + backward, with autograd's host
+    work between the kernels) is timed at host speed.
     """
 
     def __init__(self) -> None:
         self.total = 0.0
+        self.spin_s = MIN_SPIN_S
         self._pending: list[tuple[torch.cuda.Event, torch.cuda.Event]] = []
         self._flush_buffer = None
 
     def __call__(self) -> float:
-        if self._pending:
-            torch.cuda.synchronize()
-            self.total += sum(s.elapsed_time(e) for s, e in self._pending) / 1e3
-            self._pending.clear()
+        self.total += sum(self.drain())
         return self.total
+
+    def drain(self) -> list[float]:
+        """Device times (s) of the calls since the last drain, in order."""
+        if not self._pending:
+            return []
+        torch.cuda.synchronize()
+        times = [s.elapsed_time(e) / 1e3 for s, e in self._pending]
+        self._pending.clear()
+        return times
+
+    def cover(self, fn) -> None:
+        """Set the spin to twice the host time of enqueuing ``fn`` (median of 5), plus 50 µs."""
+        if INTERPRET:
+            return
+        host = []
+        for _ in range(5):
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            fn()
+            host.append(time.perf_counter() - start)
+        torch.cuda.synchronize()
+        self.spin_s = max(MIN_SPIN_S, 2 * statistics.median(host) + 50e-6)
 
     def call(self, fn) -> None:
         if INTERPRET:
@@ -60,10 +93,7 @@ class DeviceClock:
         if self._flush_buffer is None:
             self._flush_buffer = driver.get_empty_cache_for_benchmark()
         driver.clear_cache(self._flush_buffer)
-        # asv synchronizes before each sample, so the GPU would sit idle while
-        # the host launches fn and the event pair would time that launch too.
-        # A spin of ~0.1 ms (at 2 GHz) keeps the GPU busy until fn is queued.
-        torch.cuda._sleep(200_000)
+        torch.cuda._sleep(int(self.spin_s * SPIN_HZ))
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         fn()
@@ -87,24 +117,27 @@ def warm_up(fn, seconds: float) -> None:
     synchronize()
 
 
-def median_device_time(fn, rep_ms: float = 20.0) -> float:
+def median_device_time(fn, samples: int = 25) -> float:
     """Median device time of one call of ``fn``, in seconds (L2 flushed per call).
 
-    GPU: ``triton.testing.do_bench`` (CUDA events). Interpreter: wall time.
+    GPU: :class:`DeviceClock` samples, enqueued back to back, read once.
+    Interpreter: wall time of 5 calls.
     """
     if INTERPRET:
-        samples = []
+        times = []
         for _ in range(5):
             start = time.perf_counter()
             fn()
-            samples.append(time.perf_counter() - start)
-        return statistics.median(samples)
-    import triton.testing
+            times.append(time.perf_counter() - start)
+        return statistics.median(times)
+    clock = DeviceClock()
+    clock.cover(fn)
+    for _ in range(samples):
+        clock.call(fn)
+    return statistics.median(clock.drain())
 
-    return triton.testing.do_bench(fn, warmup=1, rep=rep_ms, return_mode="median") / 1e3
 
-
-def interleaved_medians(op, floor, rounds: int = 5, rep_ms: float = 10.0) -> tuple[float, float]:
+def interleaved_medians(op, floor, rounds: int = 5) -> tuple[float, float]:
     """Median device times (s) of ``op`` and ``floor``, measured in alternating short runs.
 
     Alternating cancels most of the clock drift of an unlocked GPU: both see
@@ -114,8 +147,8 @@ def interleaved_medians(op, floor, rounds: int = 5, rep_ms: float = 10.0) -> tup
     rounds = 1 if INTERPRET else rounds
     op_t, floor_t = [], []
     for _ in range(rounds):
-        floor_t.append(median_device_time(floor, rep_ms))
-        op_t.append(median_device_time(op, rep_ms))
+        floor_t.append(median_device_time(floor))
+        op_t.append(median_device_time(op))
     return statistics.median(op_t), statistics.median(floor_t)
 
 

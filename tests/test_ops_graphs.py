@@ -90,3 +90,22 @@ def test_launch_follows_the_tensors_device():
     assert y.device == x.grad.device == torch.device("cuda:1")
     assert torch.cuda.current_device() == 0
     assert_matches_reference(y, x.detach(), r, w)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+@pytest.mark.parametrize("n", [4096, 65536])  # whole-row tile; split rows (counters per device)
+def test_same_launch_alternating_between_devices(n):
+    # One launch setting on both GPUs, in turn: the launcher's cache of compiled
+    # kernels (whose handles belong to one device) must be kept per device.
+    torch.cuda.set_device(0)
+    for index in (0, 1, 0, 1):
+        dev = f"cuda:{index}"
+        x, r = torch.randn(64, n, device=dev), torch.randn(64, n, device=dev)
+        w = torch.randn(n, device=dev)
+        y, res = add_rmsnorm(x, r, w, return_residual=True)
+        torch.cuda.synchronize(dev)
+        assert y.device == res.device == x.device
+        assert_matches_reference(y, x, r, w)
+        torch.testing.assert_close(res, x + r)
+    assert torch.cuda.current_device() == 0
