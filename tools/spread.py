@@ -1,6 +1,6 @@
 """Run-to-run spread of the suite: several asv result files of one commit on one machine.
 
-    python tools/spread.py RUN.json RUN.json [...] [--markdown]
+    python tools/spread.py RUN.json RUN.json [...]
 
 asv keeps one result file per commit and environment, so repeated runs of a
 commit are collected by copying the file after each run. For every benchmark
