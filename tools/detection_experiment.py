@@ -14,10 +14,11 @@ site holds only the experiment's own results. Every commit touches a text file
 only; commit ``--slow`` also sets a deliberately worse launch setting (the tile
 path's elements per program, NARROW_TILE_ELEMS, to ``--elems``; 2048 is the
 tuned value). The size of the slowdown follows from ``--elems``; at 512-wide
-rows the H200 sweep (docs/tuning.md, 128 MiB of bf16) measured 4 rows per
-program (2048, tuned) 0.994 of the floor, 8 rows (4096) 0.980 (~1.4% slower),
-2 rows (1024) 0.863 (~15%), 1 row (64) 0.916 (~8%): runs with 4096 probe the
-smallest slowdown the tracker still catches. Then, on this machine:
+rows the H200 sweep (docs/tuning.md, sweep 1, 131072x512 bf16, 8 warps)
+measured 4 rows per program (2048, tuned) 0.994 of the floor, 8 rows (4096)
+0.985 (~1% slower), 2 rows (1024) 0.867 (~13%); 1 row (64) was measured
+with 4 warps only (0.916). Runs with 4096 probe the smallest slowdown the
+tracker still catches. Then, on this machine:
 
 1. ``tools/bench.py run`` benchmarks every commit (``--bench`` selects which);
 2. ``tools/bench.py publish``: which commits does asv's regression view flag?
