@@ -38,12 +38,13 @@ def check_eps(eps: object) -> float:
     try:
         eps = float(eps)
     except OverflowError:
-        raise ValueError(f"eps must be finite and > 0, got {eps}") from None
+        raise ValueError(f"eps must be finite and > 0, got an int of {len(str(abs(eps)))} digits") from None
     if not math.isfinite(eps) or eps <= 0.0:
         raise ValueError(f"eps must be finite and > 0, got {eps}")
     if not EPS_MIN <= eps <= EPS_MAX:
-        raise ValueError(f"eps must be a normal float32 number, {EPS_MIN:.3g} <= eps <= {EPS_MAX:.3g}, "
-                         f"got {eps:.3g}")
+        # repr: the shortest digits that tell eps from the bound it misses.
+        raise ValueError(f"eps must be a normal float32 number, {EPS_MIN!r} <= eps <= {EPS_MAX!r}, "
+                         f"got {eps!r}")
     return eps
 
 
@@ -56,26 +57,21 @@ def check_inputs(x: object, residual: object, weight: object, eps: object) -> fl
 
     Raises:
         TypeError: a non-tensor, a non-floating or mismatched dtype, a non-real eps.
-        ValueError: a sparse, nested or lazily negated tensor, mismatched shapes
-            or devices, N == 0, eps out of range (see check_eps).
+        ValueError: a sparse or nested tensor, mismatched shapes or devices,
+            N == 0, eps out of range (see check_eps).
     """
-    compiling = torch.compiler.is_compiling()
     for name, t in (("x", x), ("residual", residual), ("weight", weight)):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
         if t.layout != torch.strided or t.is_nested:
             raise ValueError(f"{name} must be a dense strided tensor, got layout {t.layout}"
                              f"{' (nested)' if t.is_nested else ''}")
-        # A lazy negation view: the kernel reads raw memory and would miss the
-        # sign. (Traced graphs never hold one, and dynamo cannot trace is_neg.)
-        if not compiling and t.is_neg():
-            raise ValueError(f"{name} is a lazy negation view; pass {name}.resolve_neg()")
     if x.dtype not in FLOAT_DTYPES:
         raise TypeError(f"x must be float32, float16 or bfloat16, got {x.dtype}")
     if residual.dtype != x.dtype:
         raise TypeError(f"residual must have x's dtype {x.dtype}, got {residual.dtype}")
     if weight.dtype != x.dtype and weight.dtype != torch.float32:
-        raise TypeError(f"weight must be {x.dtype} (x's dtype) or float32, got {weight.dtype}")
+        raise TypeError(f"weight must be {x.dtype} (x's dtype) or torch.float32, got {weight.dtype}")
     if x.dim() == 0:
         raise ValueError("x must have at least one dimension (..., N), got a 0-d tensor")
     if residual.shape != x.shape:
@@ -130,3 +126,58 @@ def row_stride(t: torch.Tensor, name: str) -> int:
     if t.dim() == 2 and (t.shape[1] == 1 or t.stride(1) == 1):
         return t.stride(0)
     return rows_view(t, name).stride(0)
+
+
+def _rows_overlap(a: tuple[int, int, int], b: tuple[int, int, int], n: int) -> bool:
+    """Whether two sets of rows share an element.
+
+    Each set is (first element's address in elements, rows, row stride in
+    elements) of rows of n contiguous elements. Exact when the row strides
+    are equal or one side is a single row; otherwise (rare) it answers
+    whether the address ranges meet, erring towards "overlap".
+    """
+    (pa, ra, sa), (pb, rb, sb) = a, b
+    if ra == 1:
+        sa = sb
+    if rb == 1:
+        sb = sa
+    if sa != sb or sa <= 0:
+        ends = [p + (r - 1) * max(st, 0) + n for p, r, st in (a, b)]
+        return pa < ends[1] and pb < ends[0]
+    # Element i*s + j of a meets element d + k*s + l of b (d = pb - pa) when
+    # (i - k)*s lies strictly within n of d, for some i - k in [-(rb-1), ra-1].
+    d = pb - pa
+    lo = max(-(rb - 1), -((n - 1 - d) // sa))  # ceil((d - n + 1) / s)
+    hi = min(ra - 1, (d + n - 1) // sa)
+    return lo <= hi
+
+
+def check_inplace(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor) -> None:
+    """Refuse an in-place residual update whose result would depend on the order of reads and writes.
+
+    Raises:
+        ValueError: residual has elements that share memory (e.g. an expanded
+            tensor); x overlaps residual without being the very same elements
+            (x is residual is fine); weight overlaps residual.
+    """
+    n = x.shape[-1]
+    rows = residual.numel() // n
+    if rows == 0:
+        return
+    e = residual.element_size()
+    sr = row_stride(residual, "residual")
+    if rows > 1 and sr < n:
+        raise ValueError(f"residual has rows that share memory (row stride {sr} < hidden size {n}, "
+                         "e.g. an expanded view); the in-place update needs one element per "
+                         "location: pass residual.clone()")
+    r = (residual.data_ptr() // e, rows, sr)
+    sx = row_stride(x, "x")
+    for name, t, rows_t, st in (("x", x, rows, sx), ("weight", weight, 1, n)):
+        if t.data_ptr() % t.element_size() or t.element_size() != e:
+            ends = [t.data_ptr() + t.numel() * t.element_size(), residual.data_ptr() + (rows - 1) * sr * e + n * e]
+            meets = t.data_ptr() < ends[1] and residual.data_ptr() < ends[0]
+        else:
+            meets = _rows_overlap((t.data_ptr() // e, rows_t, st), r, n)
+        if meets and not (name == "x" and t.data_ptr() == residual.data_ptr() and sx == sr):
+            raise ValueError(f"{name} overlaps residual's memory, which the in-place update "
+                             f"overwrites; pass {name}.clone() (or use return_residual=True)")

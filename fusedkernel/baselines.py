@@ -65,8 +65,17 @@ def add_rmsnorm_compiled(x: torch.Tensor, residual: torch.Tensor, weight: torch.
     torch.compile specializes on); later calls reuse the kernel. Past
     torch.compile's recompile limit (``torch._dynamo.config.recompile_limit``,
     8 by default) further variants run the eager chain.
+
+    Raises: as :func:`add_rmsnorm_eager`, and ValueError for a lazily negated
+    input (``torch._neg_view``, ``.conj().imag``), whose sign torch.compile
+    would drop.
     """
     eps = check_inputs(x, residual, weight, eps)
+    # torch.compile drops the lazy negation bit of a graph input (torch 2.11,
+    # 2.13): the compiled chain would compute with the unnegated values.
+    for name, t in (("x", x), ("residual", residual), ("weight", weight)):
+        if t.is_neg():
+            raise ValueError(f"{name} is a lazy negation view; pass {name}.resolve_neg()")
     return _compiled(return_residual)(x, residual, weight, eps)
 
 

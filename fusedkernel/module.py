@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import numbers
+
 import torch
 from torch import nn
 
-from ._validation import check_eps
+from ._validation import FLOAT_DTYPES, check_eps
 from .ops import add_rmsnorm
 
 
@@ -23,15 +25,24 @@ class FusedAddRMSNorm(nn.Module):
             inputs' dtype or float32.
 
     Raises:
-        ValueError: hidden_size < 1 or a bad eps (TypeError if eps is not a real number).
+        TypeError: hidden_size not an integer, dtype not float32/float16/
+            bfloat16, eps not a real number.
+        ValueError: hidden_size < 1, eps out of range (see add_rmsnorm).
+
+    ``inplace_residual=True`` needs no gradient, and the weight is a
+    Parameter: call it under ``torch.no_grad()`` or ``torch.inference_mode()``.
     """
 
     def __init__(self, hidden_size: int, eps: float = 1e-6, *, device=None, dtype=None):
         super().__init__()
-        if isinstance(hidden_size, bool) or not isinstance(hidden_size, int) or hidden_size < 1:
-            raise ValueError(f"hidden_size must be an int >= 1, got {hidden_size!r}")
+        if isinstance(hidden_size, bool) or not isinstance(hidden_size, numbers.Integral):
+            raise TypeError(f"hidden_size must be an int, got {type(hidden_size).__name__}")
+        if hidden_size < 1:
+            raise ValueError(f"hidden_size must be >= 1, got {hidden_size}")
+        if dtype is not None and dtype not in FLOAT_DTYPES:
+            raise TypeError(f"dtype must be float32, float16 or bfloat16, got {dtype}")
         self.eps = check_eps(eps)
-        self.weight = nn.Parameter(torch.ones(hidden_size, device=device, dtype=dtype))
+        self.weight = nn.Parameter(torch.ones(int(hidden_size), device=device, dtype=dtype))
 
     def forward(self, x: torch.Tensor, residual: torch.Tensor, *,
                 inplace_residual: bool = False) -> tuple[torch.Tensor, torch.Tensor]:

@@ -11,13 +11,24 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ._validation import check_inputs, rows_view
+from ._validation import check_inplace, check_inputs, rows_view
 from .kernels.launch import INTERPRET, backward_rows, forward_rows
 
 
 def _forward(x: Tensor, residual: Tensor, weight: Tensor, eps: float, res_mode: str | None,
              want_rstd: bool) -> tuple[Tensor, Tensor | None, Tensor | None]:
-    """Launch the forward; res_mode None, "new" or "inplace". Returns (y, res, rstd)."""
+    """Launch the forward; res_mode None, "new" or "inplace". Returns (y, res, rstd).
+
+    Runs on real tensors (also inside compiled graphs, as the custom ops'
+    implementation), so the checks that read memory addresses or flags that
+    tracing cannot see live here.
+    """
+    # A lazy negation view: the kernel reads raw memory and would miss the sign.
+    for name, t in (("x", x), ("residual", residual), ("weight", weight)):
+        if t.is_neg():
+            raise ValueError(f"{name} is a lazy negation view; pass {name}.resolve_neg()")
+    if res_mode == "inplace":
+        check_inplace(x, residual, weight)
     # Outputs are contiguous whatever x's row stride (empty_like alone would copy it).
     y = torch.empty_like(x, memory_format=torch.contiguous_format)
     res = None
@@ -67,8 +78,9 @@ def _bwd_op(dy: Tensor, dres: Tensor | None, x: Tensor, residual: Tensor, weight
         return dx, torch.zeros_like(weight)
     # Incoming gradients can have any layout (expanded, transposed): the kernel
     # needs unit column stride and one row stride.
-    dy2 = dy.contiguous().view(-1, n)
-    dres2 = None if dres is None else dres.contiguous().view(-1, n)
+    # resolve_neg: a lazily negated gradient would be read without its sign.
+    dy2 = dy.resolve_neg().contiguous().view(-1, n)
+    dres2 = None if dres is None else dres.resolve_neg().contiguous().view(-1, n)
     dw = backward_rows(dy2, dres2, rows_view(x, "x"), rows_view(residual, "residual"), weight, rstd,
                        dx.view(-1, n))
     return dx, dw.to(weight.dtype)
@@ -137,16 +149,26 @@ def add_rmsnorm(x: Tensor, residual: Tensor, weight: Tensor, eps: float = 1e-6, 
     Autograd: gradients for x, residual and weight come from one fused Triton
     backward (weight gradient reduced over rows in float32). Inside
     ``torch.compile`` the op is a custom op (``torch.ops.fusedkernel``), traced
-    without a graph break. Launches go to the tensors' device and its current
-    stream, so the op can be captured in CUDA graphs.
+    without a graph break (an argument error raised while tracing surfaces as
+    dynamo's ``Unsupported``, carrying the message below). Launches go to the
+    tensors' device and its current stream, so the op can be captured in CUDA
+    graphs. Inside a compiled graph a lazily negated graph input (e.g.
+    ``t.conj().imag``) loses its sign before any op sees it (torch.compile's
+    behaviour for every op): pass ``t.resolve_neg()``. No double backward (``create_graph=True`` builds a graph whose
+    second backward raises). Tensor subclasses and functorch transforms
+    (vmap, grad) are not supported.
 
     Raises:
         TypeError: non-tensor input, dtype not float32/float16/bfloat16,
-            residual dtype != x dtype, weight dtype not x's or float32, eps not real.
+            residual dtype != x dtype, weight dtype not x's or float32, eps not
+            real, return_residual / inplace_residual not bools.
         ValueError: shape mismatch, weight length != N, N == 0, tensors on
             different devices, tensors not on CUDA (outside the Triton
-            interpreter), non-contiguous last dimension, eps <= 0 or not finite,
-            both residual outputs asked for, inplace_residual with a gradient.
+            interpreter), non-contiguous last dimension, a lazily negated
+            tensor, eps <= 0 or not finite, both residual outputs asked for,
+            inplace_residual with a gradient, with an inference-mode residual
+            outside inference mode, or with residual overlapping x (other than
+            x being residual), weight or itself.
 
     Accumulation is float32 for every dtype, so float16 inputs whose squares
     overflow float16 (|t| > 256) give finite, correct output. The float32 sum
@@ -155,6 +177,9 @@ def add_rmsnorm(x: Tensor, residual: Tensor, weight: Tensor, eps: float = 1e-6, 
     they do in the float32 eager chain.
     """
     eps = check_inputs(x, residual, weight, eps)
+    if type(return_residual) is not bool or type(inplace_residual) is not bool:
+        raise TypeError(f"return_residual and inplace_residual must be bools, got "
+                        f"{type(return_residual).__name__} and {type(inplace_residual).__name__}")
     if return_residual and inplace_residual:
         raise ValueError("return_residual and inplace_residual are exclusive: pick one")
     if not (x.is_cuda or (INTERPRET and x.device.type == "cpu")):
@@ -168,7 +193,14 @@ def add_rmsnorm(x: Tensor, residual: Tensor, weight: Tensor, eps: float = 1e-6, 
                              "use return_residual=True when gradients are required")
         if torch.compiler.is_compiling():
             return torch.ops.fusedkernel.add_rmsnorm_inplace(x, residual, weight, eps), residual
-        return _forward(x, residual, weight, eps, "inplace", False)[0], residual
+        if residual.is_inference() and not torch.is_inference_mode_enabled():
+            raise ValueError("residual is an inference tensor: it can be updated in place only "
+                             "inside torch.inference_mode()")
+        y = _forward(x, residual, weight, eps, "inplace", False)[0]
+        # As PyTorch's own in-place ops do: a backward that saved residual
+        # before this update now raises instead of using the new values.
+        torch.autograd.graph.increment_version(residual)
+        return y, residual
     if needs_grad or torch.compiler.is_compiling():
         y, res, _ = torch.ops.fusedkernel.add_rmsnorm_fwd(x, residual, weight, eps, return_residual)
         return (y, res) if return_residual else y

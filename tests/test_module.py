@@ -32,10 +32,25 @@ def test_state_dict_and_repr(device):
     assert repr(norm) == "FusedAddRMSNorm(16, eps=1e-06)"
 
 
-@pytest.mark.parametrize("hidden", [0, -3, 2.0, True])
-def test_bad_hidden_size(hidden):
-    with pytest.raises(ValueError, match="hidden_size must be an int >= 1"):
+@pytest.mark.parametrize("hidden, exc, match", [
+    (0, ValueError, "hidden_size must be >= 1"), (-3, ValueError, "hidden_size must be >= 1"),
+    (2.0, TypeError, "hidden_size must be an int, got float"),
+    (True, TypeError, "hidden_size must be an int, got bool")])
+def test_bad_hidden_size(hidden, exc, match):
+    with pytest.raises(exc, match=match):
         FusedAddRMSNorm(hidden)
+
+
+def test_numpy_integer_hidden_size_is_accepted():
+    import numpy as np
+
+    assert FusedAddRMSNorm(np.int64(16)).weight.shape == (16,)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.int32])
+def test_bad_weight_dtype_is_refused_at_construction(dtype):
+    with pytest.raises(TypeError, match="dtype must be float32, float16 or bfloat16"):
+        FusedAddRMSNorm(16, dtype=dtype)
 
 
 def test_bad_eps():

@@ -86,3 +86,73 @@ def test_inplace_residual_refused_when_a_gradient_is_needed(device):
     x = rand((2, 8), torch.float32, device).requires_grad_()
     with pytest.raises(ValueError, match="inplace_residual=True overwrites residual"):
         add_rmsnorm(x, rand((2, 8), torch.float32, device), torch.ones(8, device=device), inplace_residual=True)
+
+
+# In-place updates whose result would depend on the order of reads and writes
+# are refused (regressions: each of these used to return a wrong y or residual).
+def test_inplace_refuses_weight_inside_residual(device):
+    r = rand((4, 64), torch.float32, device)
+    with pytest.raises(ValueError, match="weight overlaps residual's memory"):
+        add_rmsnorm(rand((4, 64), torch.float32, device), r, r[0], inplace_residual=True)
+
+
+def test_inplace_refuses_residual_rows_sharing_memory(device):
+    r = torch.zeros(64, device=device).expand(4, 64)
+    with pytest.raises(ValueError, match="residual has rows that share memory"):
+        add_rmsnorm(rand((4, 64), torch.float32, device), r, torch.ones(64, device=device),
+                    inplace_residual=True)
+
+
+@pytest.mark.parametrize("shift", [1, 63, 64 + 5])
+def test_inplace_refuses_x_partly_overlapping_residual(shift, device):
+    buf = rand((4 * 64 + shift,), torch.float32, device)
+    x, r = buf[shift:].view(4, 64), buf[:4 * 64].view(4, 64)
+    with pytest.raises(ValueError, match="x overlaps residual's memory"):
+        add_rmsnorm(x, r, torch.ones(64, device=device), inplace_residual=True)
+
+
+def test_inplace_accepts_interleaved_rows_of_one_buffer(device):
+    # x and residual as the two halves of each row of one buffer: no element shared.
+    buf = rand((5, 128), torch.float32, device)
+    before = buf.clone()
+    w = rand((64,), torch.float32, device)
+    y, r = add_rmsnorm(buf[:, 64:], buf[:, :64], w, inplace_residual=True)
+    assert_matches_reference(y, before[:, 64:], before[:, :64], w)
+    assert_rounded_sum(buf[:, :64], before[:, 64:], before[:, :64])
+
+
+def test_inplace_bumps_the_version_counter(device):
+    # A backward that saved residual before the update must raise, as with PyTorch's add_().
+    x = rand((4, 64), torch.float32, device).requires_grad_()
+    r, w = rand((4, 64), torch.float32, device), rand((64,), torch.float32, device)
+    y = add_rmsnorm(x, r, w)
+    version = r._version
+    with torch.no_grad():
+        add_rmsnorm(rand((4, 64), torch.float32, device), r, w, inplace_residual=True)
+    assert r._version > version
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
+
+
+def test_inplace_refuses_inference_tensor_outside_inference_mode(device):
+    with torch.inference_mode():
+        r = rand((4, 64), torch.float32, device)
+    x, w = rand((4, 64), torch.float32, device), rand((64,), torch.float32, device)
+    with pytest.raises(ValueError, match="residual is an inference tensor"):
+        add_rmsnorm(x, r, w, inplace_residual=True)
+    with torch.inference_mode():
+        add_rmsnorm(x, r, w, inplace_residual=True)
+
+
+def test_inplace_bad_residual_layout_names_residual(device):
+    r = rand((64, 4), torch.float32, device).t()
+    with pytest.raises(ValueError, match="residual must have a contiguous last dimension"):
+        add_rmsnorm(rand((4, 64), torch.float32, device), r, torch.ones(64, device=device),
+                    inplace_residual=True)
+
+
+@pytest.mark.parametrize("flags", [dict(return_residual="no"), dict(inplace_residual=1)])
+def test_residual_flags_must_be_bools(flags, device):
+    x = rand((2, 8), torch.float32, device)
+    with pytest.raises(TypeError, match="must be bools"):
+        add_rmsnorm(x, x, torch.ones(8, device=device), **flags)

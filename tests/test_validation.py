@@ -6,7 +6,10 @@ import pytest
 import torch
 
 from fusedkernel import add_rmsnorm, add_rmsnorm_compiled, add_rmsnorm_eager
-from fusedkernel._validation import check_eps
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fusedkernel._validation import _rows_overlap, check_eps
 
 OPS = [add_rmsnorm, add_rmsnorm_eager, add_rmsnorm_compiled]
 
@@ -41,7 +44,6 @@ def good(device, n=8, dtype=torch.float16):
     ("eps_below_float32", ValueError, "eps must be a normal float32 number"),
     ("eps_subnormal_float32", ValueError, "eps must be a normal float32 number"),
     ("eps_above_float32", ValueError, "eps must be a normal float32 number"),
-    ("neg_view", ValueError, "x is a lazy negation view"),
     ("sparse_residual", ValueError, "residual must be a dense strided tensor"),
 ])
 def test_bad_input_names_the_argument(op, case, exc, match, device):
@@ -126,3 +128,47 @@ def test_meta_tensors_are_refused_with_a_device_error():
 
 def test_integer_eps_is_accepted_as_float():
     assert check_eps(1) == 1.0 and isinstance(check_eps(1), float)
+
+
+@pytest.mark.parametrize("name", ["x", "residual", "weight"])
+def test_lazy_negation_views_are_refused_by_the_fused_op(name, device):
+    # The kernel reads raw memory: a lazily negated tensor would lose its sign.
+    args = dict(zip(("x", "residual", "weight"), good(device)))
+    args[name] = torch._neg_view(args[name])
+    with pytest.raises(ValueError, match=f"{name} is a lazy negation view"):
+        add_rmsnorm(args["x"], args["residual"], args["weight"])
+
+
+def test_eager_peer_honours_lazy_negation_views(device):
+    x, r, w = good(device, dtype=torch.float32)
+    torch.testing.assert_close(add_rmsnorm_eager(torch._neg_view(x), r, w), add_rmsnorm_eager(-x, r, w))
+
+
+def test_compiled_peer_refuses_lazy_negation_views(device):
+    # torch.compile drops the negation bit of graph inputs: refused before the graph.
+    x, r, w = good(device, dtype=torch.float32)
+    with pytest.raises(ValueError, match="residual is a lazy negation view"):
+        add_rmsnorm_compiled(x, torch._neg_view(r), w)
+
+
+@pytest.mark.parametrize("eps, shown", [(3.4028235e38, "got 3.4028235e+38"), (1.17549435e-39, "got 1.17549435e-39"),
+                                        (10**400, "an int of 401 digits")])
+def test_eps_messages_show_enough_digits(eps, shown):
+    with pytest.raises(ValueError, match=shown.replace("+", r"\+")):
+        check_eps(eps)
+
+
+def test_float32_extremes_are_valid_eps():
+    assert check_eps(float(torch.finfo(torch.float32).max)) > 0
+    assert check_eps(float(torch.finfo(torch.float32).tiny)) > 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(n=st.integers(1, 6), rows_a=st.integers(1, 4), rows_b=st.integers(1, 4),
+       stride=st.integers(0, 6), pa=st.integers(0, 40), pb=st.integers(0, 40))
+def test_row_overlap_matches_brute_force(n, rows_a, rows_b, stride, pa, pb):
+    # Equal row strides (>= n: rows of one tensor never share memory): exact.
+    s = n + stride
+    a, b = (pa, rows_a, s), (pb, rows_b, s)
+    elements = [{p + i * s + j for i in range(r) for j in range(n)} for p, r, _ in (a, b)]
+    assert _rows_overlap(a, b, n) == bool(elements[0] & elements[1])

@@ -96,8 +96,10 @@ def forward_rows(x: torch.Tensor, r: torch.Tensor, weight: torch.Tensor, eps: fl
     n_cols = x.shape[-1]
     n_rows = x.numel() // n_cols
     cfg = cfg or forward_config(n_cols, x.element_size(), INTERPRET)
-    stride_res = row_stride(res, "res") if res is not None else 0
-    common = (n_rows, n_cols, row_stride(x, "x"), row_stride(r, "residual"), row_stride(y, "y"), stride_res, eps)
+    # Inputs first, so a bad layout is reported under the argument's name.
+    stride_x, stride_r = row_stride(x, "x"), row_stride(r, "residual")
+    stride_res = row_stride(res, "residual output") if res is not None else 0
+    common = (n_rows, n_cols, stride_x, stride_r, row_stride(y, "y"), stride_res, eps)
     device = x.get_device()
     key = (cfg, device, x.dtype, weight.dtype, y.dtype, res is not None, rstd is not None)
     # Triton launches on the current device: switch only when it differs.
