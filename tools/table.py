@@ -7,27 +7,39 @@ dtype and shape: the fused op's device time (µs, median of asv's samples of
 ``*.time_device``, with its interquartile range), GB/s and fraction of the
 floor (``Throughput``), and its speedup over each peer (peer time / fused
 time, both from ``Throughput``'s one measuring process). Then the decode host
-times (``Host.time_wall``) and their ratio to the floor's.
+times (``Host.time_wall``) and their ratio to the floor's. Results stored for
+another version of a benchmark than the suite's current one (a changed
+method) show as "–", as asv publish leaves them out.
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import math
 import pathlib
+import sys
 
 from asv.results import Results
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+from benchmarks import _cases as cases  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 TIME_BENCH = {"forward": "Forward", "forward+residual": "ForwardResidual", "forward+backward": "Training"}
 PEERS = ["compiled", "liger", "eager"]
+SHAPE_ORDER = {s: i for i, s in enumerate(cases.SHAPES)}
 
 
-def values(res: Results, name: str) -> dict[tuple, tuple]:
-    """{params: (value, q25, q75)} of a benchmark, NaN/missing dropped."""
+def values(res: Results, name: str, current: dict) -> dict[tuple, tuple]:
+    """{params: (value, q25, q75)} of a benchmark, NaN/missing dropped.
+
+    Results of another version of the benchmark than the suite's current one
+    (``current``: results/benchmarks.json) are left out, as asv publish does.
+    """
     key = f"add_rmsnorm.{name}"
-    if key not in res.get_all_result_keys():
+    if key not in res.get_result_keys(current):
         return {}
     params = res.get_result_params(key)
     stats = res.get_result_stats(key, params)
@@ -39,27 +51,29 @@ def values(res: Results, name: str) -> dict[tuple, tuple]:
     return out
 
 
-def tables(res: Results) -> str:
-    gbps, frac = values(res, "Throughput.track_gbps"), values(res, "Throughput.track_floor_fraction")
+def tables(res: Results, current: dict) -> str:
+    gbps = values(res, "Throughput.track_gbps", current)
+    frac = values(res, "Throughput.track_floor_fraction", current)
     lines = []
     for op, bench in TIME_BENCH.items():
-        dev = values(res, f"{bench}.time_device")
+        dev = values(res, f"{bench}.time_device", current)
         lines += [f"### {op}", "",
                   "| dtype | shape | fused µs (IQR) | GB/s | floor fraction | " +
                   " | ".join(f"× vs {p}" for p in PEERS) + " |",
                   "|---|---|---|---|---|" + "---|" * len(PEERS)]
-        for key, (g, _, _) in gbps.items():
-            if len(key) != 4 or key[0] != op or key[1] != "fused":
-                continue  # results from before the suite had an op axis
-            o, impl, dtype, shape = key
+        cases = sorted({k[1:] for k in dev} | {k[2:] for k in gbps if k[:2] == (op, "fused")},
+                       key=lambda c: (c[0], SHAPE_ORDER.get(c[1], 99)))
+        for dtype, shape in cases:
             t = dev.get(("fused", dtype, shape))
             t_txt = f"{t[0] * 1e6:.1f} ({t[1] * 1e6:.1f}–{t[2] * 1e6:.1f})" if t and t[1] else "–"
-            speedups = [f"{gbps[k][0] and g / gbps[k][0]:.2f}" if (k := (op, p, dtype, shape)) in gbps else "–"
+            g = gbps.get((op, "fused", dtype, shape), (None,))[0]
+            f = frac.get((op, "fused", dtype, shape), (None,))[0]
+            speedups = [f"{g / gbps[k][0]:.2f}" if g and (k := (op, p, dtype, shape)) in gbps else "–"
                         for p in PEERS]
-            lines.append(f"| {dtype} | {shape} | {t_txt} | {g:.0f} | {frac[o, impl, dtype, shape][0]:.3f} | "
-                         + " | ".join(speedups) + " |")
+            lines.append(f"| {dtype} | {shape} | {t_txt} | {'–' if g is None else f'{g:.0f}'} | "
+                         f"{'–' if f is None else f'{f:.3f}'} | " + " | ".join(speedups) + " |")
         lines.append("")
-    host = values(res, "Host.time_wall")
+    host = values(res, "Host.time_wall", current)
     if host:
         lines += ["### decode host time per synchronized call", "",
                   "| dtype | shape | fused µs | floor (torch.add) µs | ratio |", "|---|---|---|---|---|"]
@@ -72,14 +86,15 @@ def tables(res: Results) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("commit", help="commit hash (a prefix of 8 or more characters)")
+    ap.add_argument("commit", help="commit hash (its first 7 or more characters)")
     ap.add_argument("--machine", default="nvidia-h200")
     ap.add_argument("--results", default=str(ROOT / "results"))
     a = ap.parse_args()
     files = sorted(pathlib.Path(a.results, a.machine).glob(f"{a.commit[:8]}*.json"))
     if not files:
         raise SystemExit(f"no results for {a.commit} in {a.results}/{a.machine}")
-    print(tables(Results.load(str(files[-1]), a.machine)))
+    current = json.loads((pathlib.Path(a.results) / "benchmarks.json").read_text())
+    print(tables(Results.load(str(files[-1]), a.machine), current))
 
 
 if __name__ == "__main__":
