@@ -81,9 +81,10 @@ def run(revs: list[str], wheels: str | None, asv_args: list[str]) -> None:
     asv("machine", "--machine", machine, "--yes", env=env)
     for commit in commits(revs or ["HEAD"]):
         started_at, start = provenance.now(), provenance.gpu_snapshot()
-        asv("run", f"{commit}^!", "--machine", machine, *asv_args, env=env)
+        with provenance.ClockSampler() as clocks:
+            asv("run", f"{commit}^!", "--machine", machine, *asv_args, env=env)
         provenance.record(ROOT / "provenance" / machine, machine, commit, mode, start,
-                          provenance.gpu_snapshot(), started_at)
+                          provenance.gpu_snapshot(), started_at, clocks.summary)
 
 
 # Gate thresholds per benchmark family: asv continuous's --factor (after/before

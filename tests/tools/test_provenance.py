@@ -1,0 +1,45 @@
+"""Provenance: the clocks a run's benchmarks ran at, from nvidia-smi samples."""
+
+import pathlib
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "tools"))
+import provenance  # noqa: E402
+
+
+def test_summary_keeps_only_busy_samples():
+    lines = ["345, 3201, 0, 29, 76.5\n",       # idle before the run
+             "1980, 3201, 100, 41, 520.1\n",
+             "[N/A], 3201, 100, 41, 500\n",   # unparsable: skipped
+             "1755, 3201, 97, 47, 690.0\n",
+             "1980, 3201, 60, 45, 610.3\n",
+             "345, 3201, 0, 40, 80.0\n"]      # idle after
+    s = provenance.summarize(lines)
+    assert s["samples"] == 5 and s["busy_samples"] == 3
+    assert s["sm_clock_mhz"] == {"first": 1980, "last": 1980, "min": 1755, "median": 1980, "max": 1980}
+    assert s["mem_clock_mhz"] == {"min": 3201, "max": 3201}
+    assert s["max_temperature_c"] == 47 and s["max_power_w"] == 690.0
+
+
+def test_summary_of_an_idle_or_unsampled_run():
+    assert provenance.summarize([]) == {}
+    assert provenance.summarize(["345, 3201, 3, 29, 76.5"]) == {"samples": 1, "busy_samples": 0}
+
+
+def test_sampler_without_nvidia_smi_records_nothing(monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with provenance.ClockSampler() as clocks:
+        pass
+    assert clocks.summary == {}
+
+
+def test_render_shows_the_clocks_under_load(tmp_path):
+    folder = tmp_path / "prov" / "nvidia-h200"
+    busy = provenance.summarize(["1980, 3201, 100, 41, 520", "1900, 3201, 99, 44, 600"])
+    provenance.record(folder, "nvidia-h200", "a" * 40, "gpu", {"sm_clock_mhz": "345"}, {"sm_clock_mhz": "345"},
+                      "2026-11-30T07:00:00+00:00", busy)
+    provenance.record(folder, "nvidia-h200", "b" * 40, "gpu", {}, {}, "2026-11-30T08:00:00+00:00")
+    assert provenance.render(tmp_path / "prov", tmp_path / "p.html") == 2
+    page = (tmp_path / "p.html").read_text()
+    assert "SM 1980 &rarr; 1900 MHz (min 1900, median 1940, max 1980)" in page
+    assert "2 of 2 samples busy" in page and "not sampled" in page
