@@ -5,6 +5,8 @@ import torch
 from torch.library import opcheck
 
 from fusedkernel import add_rmsnorm
+from fusedkernel.kernels.config import BackwardConfig
+from fusedkernel.kernels.launch import backward_rows
 from helpers import rand
 
 # dx, dresidual: one rounding of an fp32 value; dweight sums over rows in fp32.
@@ -80,3 +82,20 @@ def test_custom_op_registration(return_residual, device):
     opcheck(torch.ops.fusedkernel.add_rmsnorm_fwd.default,
             (x.requires_grad_(), r, w.requires_grad_(), 1e-6, return_residual))
     opcheck(torch.ops.fusedkernel.add_rmsnorm_inplace.default, (x.detach(), r.clone(), w.detach(), 1e-6))
+
+
+@pytest.mark.parametrize("cfg", [BackwardConfig("rows", 1, 64, 4, 2), BackwardConfig("rows", 8, 64, 8, 8),
+                                 BackwardConfig("looped", 1, 16, 4, 1), BackwardConfig("looped", 1, 128, 8, 4)])
+def test_backward_settings_match_float64(cfg, device):
+    # Every setting the backward sweep (tools/tune_backward.py) may pick computes the same gradients.
+    n, rows = 40, 37
+    x, r, dy = (rand((rows, n), torch.float32, device, seed=s) for s in (1, 2, 3))
+    w = rand((n,), torch.float32, device, seed=4)
+    t = (x.double() + r.double())
+    rstd = torch.rsqrt(t.pow(2).mean(-1) + 1e-6)
+    dx = torch.empty_like(x)
+    dw = backward_rows(dy, None, x, r, w, rstd.float(), dx, cfg=cfg)
+    t_hat, g = t * rstd[:, None], dy.double() * w.double()
+    want_dx = rstd[:, None] * (g - t_hat * (g * t_hat).mean(-1, keepdim=True))
+    torch.testing.assert_close(dx.double(), want_dx, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(dw.double(), (dy.double() * t_hat).sum(0), rtol=1e-4, atol=1e-4)

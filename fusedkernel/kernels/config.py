@@ -77,3 +77,39 @@ def forward_config(n_cols: int, elem_bytes: int, interpret: bool) -> ForwardConf
         return ForwardConfig("looped", 1, LOOP_BLOCK_N, 1, 8)
     return ForwardConfig("rows", SPLIT_BLOCK_M, SPLIT_BLOCK_N,
                          triton.cdiv(n_cols, SPLIT_BLOCK_N), SPLIT_WARPS[elem_bytes])
+
+
+# Backward: whole rows held by one program up to this width, looped beyond (the
+# backward tile holds t, dy and their products, twice the forward's registers).
+# Not yet tuned on the GPU (tools/tune_backward.py sweeps these).
+BWD_MAX_TILE_N = 8192
+BWD_TILE_ELEMS = 2048
+BWD_LOOP_BLOCK_N = 2048
+BWD_PROGRAMS_PER_SM = 4
+
+
+@dataclass(frozen=True)
+class BackwardConfig:
+    """How one backward launch is shaped.
+
+    path: "rows" (block_m whole rows per step) or "looped" (one row at a
+    time, block_n columns per step, two passes). num_warps: warps per
+    program. programs_per_sm: the persistent grid's size, per SM.
+    """
+
+    path: str
+    block_m: int
+    block_n: int
+    num_warps: int
+    programs_per_sm: int
+
+
+@functools.lru_cache(maxsize=1024)
+def backward_config(n_cols: int) -> BackwardConfig:
+    """Backward launch settings for rows of ``n_cols`` elements (n_cols >= 1)."""
+    block_n = triton.next_power_of_2(n_cols)
+    if block_n <= BWD_MAX_TILE_N:
+        block_m = max(1, BWD_TILE_ELEMS // block_n)
+        return BackwardConfig("rows", block_m, block_n, max(4, min(16, block_m * block_n // 256)),
+                              BWD_PROGRAMS_PER_SM)
+    return BackwardConfig("looped", 1, BWD_LOOP_BLOCK_N, 8, BWD_PROGRAMS_PER_SM)

@@ -9,7 +9,7 @@ import torch
 import triton
 
 from .._validation import row_stride
-from .config import ForwardConfig, forward_config
+from .config import BackwardConfig, ForwardConfig, backward_config, forward_config
 from .backward import _bwd_looped_kernel, _bwd_rows_kernel
 from .forward import _looped_kernel, _rows_kernel
 
@@ -122,41 +122,37 @@ def forward_rows(x: torch.Tensor, r: torch.Tensor, weight: torch.Tensor, eps: fl
                 cfg.num_warps, 8, device)
 
 
-# Backward: whole rows held by one program up to this width, looped beyond (the
-# backward tile holds t, dy and their products, twice the forward's registers).
-BWD_MAX_TILE_N = 8192
-BWD_LOOP_BLOCK_N = 2048
-
-
 @functools.lru_cache(maxsize=16)
 def _sm_count(index: int) -> int:
     return torch.cuda.get_device_properties(index).multi_processor_count
 
 
 def backward_rows(dy2: torch.Tensor, dres2: torch.Tensor | None, x2: torch.Tensor, r2: torch.Tensor,
-                  weight: torch.Tensor, rstd: torch.Tensor, dx2: torch.Tensor) -> torch.Tensor:
+                  weight: torch.Tensor, rstd: torch.Tensor, dx2: torch.Tensor,
+                  cfg: BackwardConfig | None = None) -> torch.Tensor:
     """Write dx2 (= d residual) for 2-D row views and return dweight as float32 (N,).
 
     ``rstd`` is the forward's float32 rstd per row; ``dres2`` the gradient of
     the residual output, if any. Launches on x2's device and current stream.
+    ``cfg`` overrides the launch table (tests and tuning).
     """
     n_rows, n_cols = x2.shape
-    block_n = 1 << (n_cols - 1).bit_length()  # next power of 2 (see forward_rows)
-    tiled = block_n <= BWD_MAX_TILE_N
-    block_m = max(1, 2048 // block_n) if tiled else 1
-    groups = -(-n_rows // block_m)
+    cfg = cfg or backward_config(n_cols)
+    groups = -(-n_rows // cfg.block_m)
     switch = x2.is_cuda and x2.device.index != torch.cuda.current_device()
     with torch.cuda.device(x2.device) if switch else nullcontext():
-        # Persistent grid: a few programs per SM keep every SM busy.
-        n_progs = max(1, min(groups, 4 if INTERPRET else 4 * _sm_count(torch.cuda.current_device())))
+        # Persistent grid (4 programs in the interpreter, which runs them one by one).
+        per_device = 4 if INTERPRET else cfg.programs_per_sm * _sm_count(torch.cuda.current_device())
+        n_progs = max(1, min(groups, per_device))
         dw_part = torch.zeros(n_progs, n_cols, dtype=torch.float32, device=x2.device)
         has_dres = dres2 is not None
         dres_arg = dres2 if has_dres else dy2
         args = (dy2, dres_arg, x2, r2, weight, rstd, dx2, dw_part, n_rows, n_cols, dy2.stride(0),
                 dres_arg.stride(0), x2.stride(0), r2.stride(0), dx2.stride(0))
-        if tiled:
-            _bwd_rows_kernel[(n_progs,)](*args, BLOCK_M=block_m, BLOCK_N=block_n, HAS_DRES=has_dres,
-                                         num_warps=max(4, min(16, block_m * block_n // 256)))
+        if cfg.path == "rows":
+            _bwd_rows_kernel[(n_progs,)](*args, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, HAS_DRES=has_dres,
+                                         num_warps=cfg.num_warps)
         else:
-            _bwd_looped_kernel[(n_progs,)](*args, BLOCK_N=BWD_LOOP_BLOCK_N, HAS_DRES=has_dres, num_warps=8)
+            _bwd_looped_kernel[(n_progs,)](*args, BLOCK_N=cfg.block_n, HAS_DRES=has_dres,
+                                           num_warps=cfg.num_warps)
     return dw_part.sum(0)

@@ -3,7 +3,7 @@
 import pytest
 import triton
 
-from fusedkernel.kernels.config import MAX_TILE_BYTES, forward_config
+from fusedkernel.kernels.config import MAX_TILE_BYTES, backward_config, forward_config
 
 # Every power of two up to 2**20 and its neighbours, plus odd and prime widths.
 WIDTHS = sorted({(1 << k) + d for k in range(21) for d in (-1, 0, 1) if (1 << k) + d >= 1}
@@ -29,3 +29,14 @@ def test_every_column_is_covered(n, interpret, elem_bytes):
 def test_interpreter_never_waits_between_programs(n):
     assert forward_config(n, 2, interpret=True).splits == 1
     assert forward_config(n, 4, interpret=True).splits == 1
+
+
+@pytest.mark.parametrize("n", WIDTHS)
+def test_backward_table_covers_every_width(n):
+    cfg = backward_config(n)
+    assert cfg.block_n == triton.next_power_of_2(cfg.block_n) and cfg.block_m >= 1
+    assert cfg.num_warps in (1, 2, 4, 8, 16, 32) and cfg.programs_per_sm >= 1
+    if cfg.path == "rows":
+        assert cfg.block_n >= n  # whole rows
+    else:
+        assert cfg.path == "looped" and cfg.block_m == 1
