@@ -85,17 +85,19 @@ def test_custom_op_registration(return_residual, device):
 
 
 @pytest.mark.parametrize("cfg", [BackwardConfig("rows", 1, 64, 4, 2), BackwardConfig("rows", 8, 64, 8, 8),
-                                 BackwardConfig("looped", 1, 16, 4, 1), BackwardConfig("looped", 1, 128, 8, 4)])
-def test_backward_settings_match_float64(cfg, device):
+                                 BackwardConfig("looped", 1, 16, 4, 1), BackwardConfig("looped", 1, 128, 8, 4),
+                                 BackwardConfig("looped", 4, 16, 4, 2), BackwardConfig("looped", 8, 32, 8, 1)])
+@pytest.mark.parametrize("with_dres", [False, True])
+def test_backward_settings_match_float64(cfg, with_dres, device):
     # Every setting the backward sweep (tools/tune_backward.py) may pick computes the same gradients.
     n, rows = 40, 37
-    x, r, dy = (rand((rows, n), torch.float32, device, seed=s) for s in (1, 2, 3))
+    x, r, dy, dres = (rand((rows, n), torch.float32, device, seed=s) for s in (1, 2, 3, 5))
     w = rand((n,), torch.float32, device, seed=4)
     t = (x.double() + r.double())
     rstd = torch.rsqrt(t.pow(2).mean(-1) + 1e-6)
     dx = torch.empty_like(x)
-    dw = backward_rows(dy, None, x, r, w, rstd.float(), dx, cfg=cfg)
+    dw = backward_rows(dy, dres if with_dres else None, x, r, w, rstd.float(), dx, cfg=cfg)
     t_hat, g = t * rstd[:, None], dy.double() * w.double()
-    want_dx = rstd[:, None] * (g - t_hat * (g * t_hat).mean(-1, keepdim=True))
+    want_dx = rstd[:, None] * (g - t_hat * (g * t_hat).mean(-1, keepdim=True)) + (dres.double() if with_dres else 0)
     torch.testing.assert_close(dx.double(), want_dx, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(dw.double(), (dy.double() * t_hat).sum(0), rtol=1e-4, atol=1e-4)

@@ -39,8 +39,9 @@ def configs(n: int) -> list[BackwardConfig]:
             if bm * block_n <= 16384:
                 out.append(BackwardConfig("rows", bm, block_n, w, per_sm))
     if n > 4096:
-        for bn, w, per_sm in itertools.product([1024, 2048, 4096], [4, 8, 16], [1, 2, 4, 8]):
-            out.append(BackwardConfig("looped", 1, bn, w, per_sm))
+        for bm, bn, w, per_sm in itertools.product([1, 2, 4, 8], [1024, 2048, 4096], [4, 8, 16], [1, 2, 4]):
+            if bm * bn <= 8192:
+                out.append(BackwardConfig("looped", bm, bn, w, per_sm))
     return list(dict.fromkeys(out))
 
 

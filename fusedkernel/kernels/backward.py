@@ -8,8 +8,10 @@ With t_hat = t * rstd and g = dy * w (all fp32, per row of N):
 
 t is recomputed from x and residual in fp32 (the exact sum the forward
 normalized); rstd is the forward's fp32 rstd. Programs are persistent: each
-walks rows pid, pid + G, ... and accumulates its share of dw in fp32, written
-once to ``dw_part[pid, :]`` and summed over programs by the caller.
+walks row blocks pid, pid + G, ... and accumulates its share of dw in fp32 in
+``dw_part[pid, :]``, summed over programs by the caller (the whole-row
+kernel holds its share in registers and writes it once; the looped kernel
+adds each column chunk's share in place, once per block of rows).
 """
 
 import triton
@@ -53,34 +55,42 @@ def _bwd_rows_kernel(
 def _bwd_looped_kernel(
     dy_ptr, dres_ptr, x_ptr, r_ptr, w_ptr, rstd_ptr, dx_ptr, dw_part_ptr,
     n_rows, n_cols, stride_dy, stride_dres, stride_x, stride_r, stride_dx,
-    BLOCK_N: tl.constexpr, HAS_DRES: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HAS_DRES: tl.constexpr,
 ):
-    # Rows of any width: pass 1 forms mean(g * t_hat), pass 2 writes dx. The
-    # program's dw share lives in its own row of dw_part (zeroed by the
-    # caller), updated chunk by chunk: no other program touches it.
-    pid = tl.program_id(0).to(tl.int64)  # so the row index below is int64 too
-    part = dw_part_ptr + pid * n_cols
-    for row in tl.range(pid, n_rows, tl.num_programs(0)):
-        rstd = tl.load(rstd_ptr + row)
-        acc = tl.zeros([BLOCK_N], dtype=tl.float32)
-        for start in tl.range(0, n_cols, BLOCK_N):
-            cols = start + tl.arange(0, BLOCK_N)
-            m = cols < n_cols
-            t = (tl.load(x_ptr + row * stride_x + cols, mask=m, other=0.0).to(tl.float32)
-                 + tl.load(r_ptr + row * stride_r + cols, mask=m, other=0.0).to(tl.float32))
-            dy = tl.load(dy_ptr + row * stride_dy + cols, mask=m, other=0.0).to(tl.float32)
-            w = tl.load(w_ptr + cols, mask=m, other=0.0).to(tl.float32)
-            acc += dy * w * t * rstd
-        c = tl.sum(acc, axis=0) / n_cols
-        for start in tl.range(0, n_cols, BLOCK_N):
-            cols = start + tl.arange(0, BLOCK_N)
-            m = cols < n_cols
-            t_hat = (tl.load(x_ptr + row * stride_x + cols, mask=m, other=0.0).to(tl.float32)
-                     + tl.load(r_ptr + row * stride_r + cols, mask=m, other=0.0).to(tl.float32)) * rstd
-            dy = tl.load(dy_ptr + row * stride_dy + cols, mask=m, other=0.0).to(tl.float32)
-            w = tl.load(w_ptr + cols, mask=m, other=0.0).to(tl.float32)
-            dt = rstd * (dy * w - t_hat * c)
+    # Rows of any width, BLOCK_M rows at a time: pass 1 forms mean(g * t_hat)
+    # per row, pass 2 writes dx. The program's dw share lives in its own row
+    # of dw_part (zeroed by the caller), updated chunk by chunk with the sum
+    # over the BLOCK_M rows: no other program touches it, and its fp32
+    # read-modify-write is paid once per BLOCK_M rows.
+    pid = tl.program_id(0)
+    part = dw_part_ptr + pid.to(tl.int64) * n_cols
+    for start in tl.range(pid * BLOCK_M, n_rows, tl.num_programs(0) * BLOCK_M):
+        rows = start + tl.arange(0, BLOCK_M).to(tl.int64)
+        row_ok = rows < n_rows
+        rstd = tl.load(rstd_ptr + rows, mask=row_ok, other=0.0)
+        acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+        for c0 in tl.range(0, n_cols, BLOCK_N):
+            cols = c0 + tl.arange(0, BLOCK_N)
+            m = row_ok[:, None] & (cols < n_cols)[None, :]
+            t = (tl.load(x_ptr + rows[:, None] * stride_x + cols[None, :], mask=m, other=0.0).to(tl.float32)
+                 + tl.load(r_ptr + rows[:, None] * stride_r + cols[None, :], mask=m, other=0.0).to(tl.float32))
+            dy = tl.load(dy_ptr + rows[:, None] * stride_dy + cols[None, :], mask=m, other=0.0).to(tl.float32)
+            w = tl.load(w_ptr + cols, mask=cols < n_cols, other=0.0).to(tl.float32)
+            acc += dy * w[None, :] * t * rstd[:, None]
+        c = tl.sum(acc, axis=1) / n_cols
+        for c0 in tl.range(0, n_cols, BLOCK_N):
+            cols = c0 + tl.arange(0, BLOCK_N)
+            col_ok = cols < n_cols
+            m = row_ok[:, None] & col_ok[None, :]
+            t_hat = (tl.load(x_ptr + rows[:, None] * stride_x + cols[None, :], mask=m, other=0.0).to(tl.float32)
+                     + tl.load(r_ptr + rows[:, None] * stride_r + cols[None, :], mask=m, other=0.0).to(tl.float32)
+                     ) * rstd[:, None]
+            dy = tl.load(dy_ptr + rows[:, None] * stride_dy + cols[None, :], mask=m, other=0.0).to(tl.float32)
+            w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
+            dt = rstd[:, None] * (dy * w[None, :] - t_hat * c[:, None])
             if HAS_DRES:
-                dt += tl.load(dres_ptr + row * stride_dres + cols, mask=m, other=0.0).to(tl.float32)
-            tl.store(dx_ptr + row * stride_dx + cols, dt.to(dx_ptr.dtype.element_ty), mask=m)
-            tl.store(part + cols, tl.load(part + cols, mask=m, other=0.0) + dy * t_hat, mask=m)
+                dt += tl.load(dres_ptr + rows[:, None] * stride_dres + cols[None, :],
+                              mask=m, other=0.0).to(tl.float32)
+            tl.store(dx_ptr + rows[:, None] * stride_dx + cols[None, :], dt.to(dx_ptr.dtype.element_ty), mask=m)
+            tl.store(part + cols, tl.load(part + cols, mask=col_ok, other=0.0) + tl.sum(dy * t_hat, axis=0),
+                     mask=col_ok)

@@ -92,8 +92,8 @@ BWD_PROGRAMS_PER_SM = 4
 class BackwardConfig:
     """How one backward launch is shaped.
 
-    path: "rows" (block_m whole rows per step) or "looped" (one row at a
-    time, block_n columns per step, two passes). num_warps: warps per
+    path: "rows" (block_m whole rows per step) or "looped" (block_m rows at
+    a time, block_n columns per step, two passes). num_warps: warps per
     program. programs_per_sm: the persistent grid's size, per SM.
     """
 

@@ -153,6 +153,6 @@ def backward_rows(dy2: torch.Tensor, dres2: torch.Tensor | None, x2: torch.Tenso
             _bwd_rows_kernel[(n_progs,)](*args, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, HAS_DRES=has_dres,
                                          num_warps=cfg.num_warps)
         else:
-            _bwd_looped_kernel[(n_progs,)](*args, BLOCK_N=cfg.block_n, HAS_DRES=has_dres,
+            _bwd_looped_kernel[(n_progs,)](*args, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, HAS_DRES=has_dres,
                                            num_warps=cfg.num_warps)
     return dw_part.sum(0)
