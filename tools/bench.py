@@ -96,6 +96,10 @@ def run(revs: list[str], wheels: str | None, asv_args: list[str]) -> None:
 # from the >= 5-run study, like asv.conf.json's regressions_thresholds.
 GATE_FACTORS = {"Forward.time_device": 1.05, "ForwardResidual.time_device": 1.05,
                 "Training.time_device": 1.10, "Host.time_wall": 1.5}
+# In the Triton interpreter (CPU) the same code's times moved 6-17% between
+# processes (two gates of a commit against a docs-only parent failed at 1.05
+# and 1.10, 2026-11-30): the gate there catches only gross slowdowns.
+INTERPRETER_GATE_FACTOR = 1.5
 
 
 def gate(base: str, head: str, wheels: str | None, summary: str | None,
@@ -106,7 +110,8 @@ def gate(base: str, head: str, wheels: str | None, summary: str | None,
     merge_base = subprocess.run(["git", "merge-base", base, head], cwd=ROOT, check=True,
                                 capture_output=True, text=True).stdout.strip()
     failed, tables = False, []
-    for family, factor in (families or GATE_FACTORS).items():
+    default = GATE_FACTORS if mode == "gpu" else {f: INTERPRETER_GATE_FACTOR for f in GATE_FACTORS}
+    for family, factor in (families or default).items():
         cmd = [sys.executable, "-m", "asv", "continuous", "--machine", machine, "--factor", str(factor),
                "-b", family, merge_base, head]
         print("+", " ".join(cmd), flush=True)
