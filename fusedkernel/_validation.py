@@ -128,27 +128,27 @@ def row_stride(t: torch.Tensor, name: str) -> int:
     return rows_view(t, name).stride(0)
 
 
-def _rows_overlap(a: tuple[int, int, int], b: tuple[int, int, int], n: int) -> bool:
-    """Whether two sets of rows share an element.
+def _rows_overlap(a: tuple[int, int, int, int], b: tuple[int, int, int, int]) -> bool:
+    """Whether two sets of rows share a byte.
 
-    Each set is (first element's address in elements, rows, row stride in
-    elements) of rows of n contiguous elements. Exact when the row strides
-    are equal or one side is a single row; otherwise (rare) it answers
-    whether the address ranges meet, erring towards "overlap".
+    Each set is (first byte's address, rows, row stride, row width), in
+    bytes, of rows each ``width`` contiguous bytes long. Exact when the row
+    strides are equal or one side is a single row; otherwise (rare) it
+    answers whether the address ranges meet, erring towards "overlap".
     """
-    (pa, ra, sa), (pb, rb, sb) = a, b
+    (pa, ra, sa, wa), (pb, rb, sb, wb) = a, b
     if ra == 1:
         sa = sb
     if rb == 1:
         sb = sa
     if sa != sb or sa <= 0:
-        ends = [p + (r - 1) * max(st, 0) + n for p, r, st in (a, b)]
+        ends = [p + (r - 1) * max(st, 0) + w for p, r, st, w in (a, b)]
         return pa < ends[1] and pb < ends[0]
-    # Element i*s + j of a meets element d + k*s + l of b (d = pb - pa) when
-    # (i - k)*s lies strictly within n of d, for some i - k in [-(rb-1), ra-1].
+    # Row i of a, [pa + i*s, pa + i*s + wa), meets row k of b when (i - k)*s
+    # lies in (d - wa, d + wb), d = pb - pa, for some i - k in [-(rb-1), ra-1].
     d = pb - pa
-    lo = max(-(rb - 1), -((n - 1 - d) // sa))  # ceil((d - n + 1) / s)
-    hi = min(ra - 1, (d + n - 1) // sa)
+    lo = max(-(rb - 1), -((wa - 1 - d) // sa))  # ceil((d - wa + 1) / s)
+    hi = min(ra - 1, (d + wb - 1) // sa)
     return lo <= hi
 
 
@@ -164,20 +164,15 @@ def check_inplace(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor)
     rows = residual.numel() // n
     if rows == 0:
         return
-    e = residual.element_size()
     sr = row_stride(residual, "residual")
     if rows > 1 and sr < n:
         raise ValueError(f"residual has rows that share memory (row stride {sr} < hidden size {n}, "
                          "e.g. an expanded view); the in-place update needs one element per "
                          "location: pass residual.clone()")
-    r = (residual.data_ptr() // e, rows, sr)
     sx = row_stride(x, "x")
+    r = (residual.data_ptr(), rows, sr * residual.element_size(), n * residual.element_size())
     for name, t, rows_t, st in (("x", x, rows, sx), ("weight", weight, 1, n)):
-        if t.data_ptr() % t.element_size() or t.element_size() != e:
-            ends = [t.data_ptr() + t.numel() * t.element_size(), residual.data_ptr() + (rows - 1) * sr * e + n * e]
-            meets = t.data_ptr() < ends[1] and residual.data_ptr() < ends[0]
-        else:
-            meets = _rows_overlap((t.data_ptr() // e, rows_t, st), r, n)
+        meets = _rows_overlap((t.data_ptr(), rows_t, st * t.element_size(), n * t.element_size()), r)
         if meets and not (name == "x" and t.data_ptr() == residual.data_ptr() and sx == sr):
             raise ValueError(f"{name} overlaps residual's memory, which the in-place update "
                              f"overwrites; pass {name}.clone() (or use return_residual=True)")

@@ -169,6 +169,6 @@ def test_float32_extremes_are_valid_eps():
 def test_row_overlap_matches_brute_force(n, rows_a, rows_b, stride, pa, pb):
     # Equal row strides (>= n: rows of one tensor never share memory): exact.
     s = n + stride
-    a, b = (pa, rows_a, s), (pb, rows_b, s)
-    elements = [{p + i * s + j for i in range(r) for j in range(n)} for p, r, _ in (a, b)]
-    assert _rows_overlap(a, b, n) == bool(elements[0] & elements[1])
+    a, b = (pa, rows_a, s, n), (pb, rows_b, s, n)
+    elements = [{p + i * s + j for i in range(r) for j in range(n)} for p, r, _, _ in (a, b)]
+    assert _rows_overlap(a, b) == bool(elements[0] & elements[1])
