@@ -54,7 +54,8 @@ class DeviceClock:
     def __init__(self) -> None:
         self.total = 0.0
         self.spin_s = MIN_SPIN_S
-        self._pending: list[tuple[torch.cuda.Event, torch.cuda.Event]] = []
+        # CUDA event pairs on a GPU; wall times (s) in the interpreter.
+        self._pending: list = []
         self._flush_buffer = None
 
     def __call__(self) -> float:
@@ -63,10 +64,11 @@ class DeviceClock:
 
     def drain(self) -> list[float]:
         """Device times (s) of the calls since the last drain, in order."""
-        if not self._pending:
-            return []
-        torch.cuda.synchronize()
-        times = [s.elapsed_time(e) / 1e3 for s, e in self._pending]
+        if INTERPRET or not self._pending:
+            times = list(self._pending)
+        else:
+            torch.cuda.synchronize()
+            times = [s.elapsed_time(e) / 1e3 for s, e in self._pending]
         self._pending.clear()
         return times
 
@@ -87,7 +89,7 @@ class DeviceClock:
         if INTERPRET:
             start = time.perf_counter()
             fn()
-            self.total += time.perf_counter() - start
+            self._pending.append(time.perf_counter() - start)
             return
         driver = triton.runtime.driver.active
         if self._flush_buffer is None:
@@ -120,24 +122,17 @@ def warm_up(fn, seconds: float) -> None:
 def median_device_time(fn, samples: int = 25) -> float:
     """Median device time of one call of ``fn``, in seconds (L2 flushed per call).
 
-    GPU: :class:`DeviceClock` samples, enqueued back to back, read once.
-    Interpreter: wall time of 5 calls.
+    :class:`DeviceClock` samples, enqueued back to back and read once; in the
+    interpreter, wall times of 5 calls.
     """
-    if INTERPRET:
-        times = []
-        for _ in range(5):
-            start = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - start)
-        return statistics.median(times)
     clock = DeviceClock()
     clock.cover(fn)
-    for _ in range(samples):
+    for _ in range(5 if INTERPRET else samples):
         clock.call(fn)
     return statistics.median(clock.drain())
 
 
-def interleaved_medians(op, floor, rounds: int = 5) -> tuple[float, float]:
+def interleaved_medians(op, floor, rounds: int = 3) -> tuple[float, float]:
     """Median device times (s) of ``op`` and ``floor``, measured in alternating short runs.
 
     Alternating cancels most of the clock drift of an unlocked GPU: both see

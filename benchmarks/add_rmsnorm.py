@@ -105,7 +105,7 @@ def measure_all() -> dict:
                 warm_up(fn, 1.0 if first else 0.05)
                 warm_up(floor, 0.02)
                 first = False
-                out[op, impl, dtype, shape] = interleaved_medians(fn, floor, rounds=3)
+                out[op, impl, dtype, shape] = interleaved_medians(fn, floor)
         cases.inputs.cache_clear()  # free this case's tensors before the next
     return out
 

@@ -86,7 +86,7 @@ def main() -> None:
             op = lambda: backward_rows(dy, None, x, r, w, rstd, dx, cfg=cfg)  # noqa: E731
             warm_up(op, 1.0 if first else 0.05)
             first = False
-            op_s, floor_s = interleaved_medians(op, floor, rounds=3)
+            op_s, floor_s = interleaved_medians(op, floor)
             mark = " (table)" if cfg == backward_config(n) else ""
             print(f"| {dname} | {rows}x{n} | {cfg.path}{mark} | {cfg.block_m} | {cfg.block_n} | {cfg.num_warps} | "
                   f"{cfg.programs_per_sm} | {op_s * 1e6:.1f} | {floor_s * 1e6:.1f} | {floor_s / op_s:.3f} |",
