@@ -13,7 +13,6 @@ model) and over the smaller ones, and the worst case by name.
 from __future__ import annotations
 
 import argparse
-import itertools
 import math
 import pathlib
 import statistics
@@ -23,6 +22,7 @@ from asv.results import Results
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 from benchmarks import _cases as cases  # noqa: E402
+from table import result_values  # noqa: E402
 
 BIG = 64 << 20
 OP_OF = {"Forward": "forward", "ForwardResidual": "forward+residual", "Training": "forward+backward",
@@ -30,13 +30,9 @@ OP_OF = {"Forward": "forward", "ForwardResidual": "forward+residual", "Training"
 
 
 def case_values(res: Results) -> dict[tuple, float]:
-    out = {}
-    for key in res.get_all_result_keys():
-        params = res.get_result_params(key)
-        for combo, v in zip(itertools.product(*params), res.get_result_value(key, params)):
-            if v is not None and not math.isnan(v):
-                out[key.split(".", 1)[1], tuple(p.strip("'") for p in combo)] = v
-    return out
+    """{(benchmark, params): value} of every stored result."""
+    return {(key.split(".", 1)[1], combo): v[0]
+            for key in res.get_all_result_keys() for combo, v in result_values(res, key).items()}
 
 
 def moved(bench: str, combo: tuple) -> int:

@@ -33,14 +33,17 @@ SHAPE_ORDER = {s: i for i, s in enumerate(cases.SHAPES)}
 
 
 def values(res: Results, name: str, current: dict) -> dict[tuple, tuple]:
-    """{params: (value, q25, q75)} of a benchmark, NaN/missing dropped.
+    """:func:`result_values` of benchmark ``name``, if stored for the suite's current version.
 
     Results of another version of the benchmark than the suite's current one
     (``current``: results/benchmarks.json) are left out, as asv publish does.
     """
     key = f"add_rmsnorm.{name}"
-    if key not in res.get_result_keys(current):
-        return {}
+    return result_values(res, key) if key in res.get_result_keys(current) else {}
+
+
+def result_values(res: Results, key: str) -> dict[tuple, tuple]:
+    """{params: (value, q25, q75)} of one stored benchmark, NaN/missing dropped."""
     params = res.get_result_params(key)
     stats = res.get_result_stats(key, params)
     out = {}
