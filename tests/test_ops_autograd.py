@@ -29,7 +29,8 @@ def grads(fn, x, r, w, dy, dres):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
-@pytest.mark.parametrize("n", [1, 7, 300, 9000])
+# 20000: wider than BWD_MAX_TILE_N, the columns path.
+@pytest.mark.parametrize("n", [1, 7, 300, 9000, 20000])
 @pytest.mark.parametrize("with_res_grad", [False, True])
 def test_gradients_match_float64_reference(dtype, n, with_res_grad, device):
     x, r, w = rand((5, n), dtype, device), rand((5, n), dtype, device), rand((n,), dtype, device)
@@ -42,6 +43,24 @@ def test_gradients_match_float64_reference(dtype, n, with_res_grad, device):
         assert g.dtype == dtype
         ref = ref.double()
         torch.testing.assert_close(g.double(), ref, rtol=rtol, atol=atol * max(1.0, ref.abs().max().item()))
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("rows, n", [(300, 70000), (2, 262144), (65536, 512)])
+def test_backward_at_scale_on_gpu(rows, n):
+    # Many row groups and column chunks (columns path) or many row blocks per
+    # program (rows path), against the float64 formula on the same fp32 rstd.
+    x, r, dy = (torch.randn(rows, n, dtype=torch.bfloat16, device="cuda") for _ in range(3))
+    w = torch.randn(n, dtype=torch.bfloat16, device="cuda")
+    t = x.double() + r.double()
+    rstd = torch.rsqrt(t.pow(2).mean(-1) + 1e-6)
+    dx = torch.empty_like(x)
+    dw = backward_rows(dy, None, x, r, w, rstd.float(), dx)
+    t_hat, g = t * rstd[:, None], dy.double() * w.double()
+    want_dx = rstd[:, None] * (g - t_hat * (g * t_hat).mean(-1, keepdim=True))
+    torch.testing.assert_close(dx.double(), want_dx, rtol=2.0**-7, atol=1e-3 * want_dx.abs().max().item())
+    want_dw = (dy.double() * t_hat).sum(0)
+    torch.testing.assert_close(dw.double(), want_dw, rtol=1e-4, atol=1e-4 * want_dw.abs().max().item())
 
 
 def test_float32_weight_gets_a_float32_gradient(device):
@@ -85,8 +104,8 @@ def test_custom_op_registration(return_residual, device):
 
 
 @pytest.mark.parametrize("cfg", [BackwardConfig("rows", 1, 64, 4, 2), BackwardConfig("rows", 8, 64, 8, 8),
-                                 BackwardConfig("looped", 1, 16, 4, 1), BackwardConfig("looped", 1, 128, 8, 4),
-                                 BackwardConfig("looped", 4, 16, 4, 2), BackwardConfig("looped", 8, 32, 8, 1)])
+                                 BackwardConfig("columns", 1, 16, 4, 1), BackwardConfig("columns", 4, 16, 4, 2),
+                                 BackwardConfig("columns", 8, 8, 4, 1), BackwardConfig("columns", 2, 64, 8, 4)])
 @pytest.mark.parametrize("with_dres", [False, True])
 def test_backward_settings_match_float64(cfg, with_dres, device):
     # Every setting the backward sweep (tools/tune_backward.py) may pick computes the same gradients.

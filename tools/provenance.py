@@ -15,6 +15,7 @@ import html
 import json
 import pathlib
 import platform
+import os
 import statistics
 import subprocess
 import threading
@@ -22,11 +23,21 @@ import threading
 QUERY = "name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw"
 
 
+def gpu_id() -> str:
+    """nvidia-smi's ``-i`` for the GPU the benchmarks run on: CUDA's device 0.
+
+    That is the first entry of CUDA_VISIBLE_DEVICES (an index or a GPU UUID,
+    both of which ``nvidia-smi -i`` takes) when it is set, as on a multi-GPU
+    runner pinned to one GPU; else GPU 0.
+    """
+    return os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip() or "0"
+
+
 def gpu_snapshot() -> dict:
-    """Read-only ``nvidia-smi`` query of GPU 0 (never changes a setting); {} without one."""
+    """Read-only ``nvidia-smi`` query of :func:`gpu_id` (never changes a setting); {} without one."""
     try:
         out = subprocess.run(["nvidia-smi", f"--query-gpu={QUERY}", "--format=csv,noheader,nounits",
-                              "-i", "0"], capture_output=True, text=True, timeout=30, check=True).stdout
+                              "-i", gpu_id()], capture_output=True, text=True, timeout=30, check=True).stdout
     except (OSError, subprocess.SubprocessError):
         return {}
     name, driver, sm, mem, temp, power = [v.strip() for v in out.strip().split(",")]
@@ -67,7 +78,7 @@ def summarize(lines: list[str]) -> dict:
 
 
 class ClockSampler:
-    """Context manager: samples GPU 0's clocks every ``period_ms`` with nvidia-smi (read only).
+    """Context manager: samples the clocks of :func:`gpu_id` every ``period_ms`` with nvidia-smi (read only).
 
     ``summary`` holds :func:`summarize` of the samples after the block; {}
     where nvidia-smi is missing (a CPU host).
@@ -83,7 +94,7 @@ class ClockSampler:
     def __enter__(self) -> "ClockSampler":
         try:
             self._proc = subprocess.Popen(
-                ["nvidia-smi", f"--query-gpu={SAMPLE_QUERY}", "--format=csv,noheader,nounits", "-i", "0",
+                ["nvidia-smi", f"--query-gpu={SAMPLE_QUERY}", "--format=csv,noheader,nounits", "-i", gpu_id(),
                  "-lms", str(self.period_ms)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         except OSError:
             return self

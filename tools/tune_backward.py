@@ -26,22 +26,22 @@ from fusedkernel.kernels.config import BackwardConfig, backward_config  # noqa: 
 from fusedkernel.kernels.launch import backward_rows  # noqa: E402
 
 DT = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
-WIDTHS = [512, 1024, 4096, 8192, 16384, 65536, 262144]
+WIDTHS = [512, 4096, 8192, 16384, 65536, 262144]
 
 
 def configs(n: int) -> list[BackwardConfig]:
-    """The table's choice, then a sweep around it (whole rows up to 16384 wide, looped beyond 8192)."""
+    """The table's choice, then a sweep around it: whole rows up to 16384 wide; columns beyond 4096."""
     table = backward_config(n)
     out = [table]
     block_n = triton.next_power_of_2(n)
     if block_n <= 16384:
-        for bm, w, per_sm in itertools.product([1, 2, 4, 8, 16], [4, 8, 16], [2, 4, 8]):
-            if bm * block_n <= 16384:
+        for bm, w, per_sm in itertools.product([1, 2, 4, 8, 16], [4, 8, 16, 32], [2, 4, 8]):
+            if bm * block_n <= 16384 and 32 * w <= bm * block_n // 2 and (w < 32 or block_n >= 8192):
                 out.append(BackwardConfig("rows", bm, block_n, w, per_sm))
     if n > 4096:
-        for bm, bn, w, per_sm in itertools.product([1, 2, 4, 8], [1024, 2048, 4096], [4, 8, 16], [1, 2, 4]):
+        for bm, bn, w, per_sm in itertools.product([1, 2, 4, 8], [1024, 2048, 4096], [4, 8], [2, 4]):
             if bm * bn <= 8192:
-                out.append(BackwardConfig("looped", bm, bn, w, per_sm))
+                out.append(BackwardConfig("columns", bm, bn, w, per_sm))
     return list(dict.fromkeys(out))
 
 

@@ -7,11 +7,19 @@ With t_hat = t * rstd and g = dy * w (all fp32, per row of N):
     dw = sum over rows of dy * t_hat
 
 t is recomputed from x and residual in fp32 (the exact sum the forward
-normalized); rstd is the forward's fp32 rstd. Programs are persistent: each
-walks row blocks pid, pid + G, ... and accumulates its share of dw in fp32 in
-``dw_part[pid, :]``, summed over programs by the caller (the whole-row
-kernel holds its share in registers and writes it once; the looped kernel
-adds each column chunk's share in place, once per block of rows).
+normalized); rstd is the forward's fp32 rstd. Two paths (chosen in
+config.py):
+
+* rows: persistent programs each hold whole rows, walk row blocks pid,
+  pid + G, ... and keep their share of dw in registers, written once to
+  ``dw_part[pid, :]``. Reads x, residual, dy and writes dx once: 4 row-trips.
+* columns (rows too wide for one program's registers): pass 1 forms each
+  row's dot product in column chunks; pass 2, a grid of column chunks by row
+  groups, writes dx and each group's dw share. x, residual and dy are read
+  twice: 7 row-trips, but every SM is busy however few the rows, and dw_part
+  holds one row of N per row group, not per program.
+
+The caller sums dw_part over its first axis.
 """
 
 import triton
@@ -30,7 +38,10 @@ def _bwd_rows_kernel(
     cols = tl.arange(0, BLOCK_N)
     col_ok = cols < n_cols
     w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
-    dw = tl.zeros([BLOCK_N], dtype=tl.float32)
+    # Per-row dw shares, reduced over the tile's rows once at the end: a
+    # reduction across rows each step would cross warps (shared memory and a
+    # barrier per step).
+    dw = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
     for start in tl.range(pid * BLOCK_M, n_rows, n_progs * BLOCK_M):
         rows = start + tl.arange(0, BLOCK_M).to(tl.int64)
         row_ok = rows < n_rows
@@ -47,50 +58,64 @@ def _bwd_rows_kernel(
             dt += tl.load(dres_ptr + rows[:, None] * stride_dres + cols[None, :],
                           mask=mask, other=0.0).to(tl.float32)
         tl.store(dx_ptr + rows[:, None] * stride_dx + cols[None, :], dt.to(dx_ptr.dtype.element_ty), mask=mask)
-        dw += tl.sum(dy * t_hat, axis=0)
-    tl.store(dw_part_ptr + pid.to(tl.int64) * n_cols + cols, dw, mask=col_ok)
+        dw += dy * t_hat
+    tl.store(dw_part_ptr + pid.to(tl.int64) * n_cols + cols, tl.sum(dw, axis=0), mask=col_ok)
 
 
 @triton.jit(do_not_specialize=["n_rows"])
-def _bwd_looped_kernel(
-    dy_ptr, dres_ptr, x_ptr, r_ptr, w_ptr, rstd_ptr, dx_ptr, dw_part_ptr,
-    n_rows, n_cols, stride_dy, stride_dres, stride_x, stride_r, stride_dx,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HAS_DRES: tl.constexpr,
+def _bwd_dot_kernel(
+    dy_ptr, x_ptr, r_ptr, w_ptr, dot_ptr, n_rows, n_cols, stride_dy, stride_x, stride_r,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
-    # Rows of any width, BLOCK_M rows at a time: pass 1 forms mean(g * t_hat)
-    # per row, pass 2 writes dx. The program's dw share lives in its own row
-    # of dw_part (zeroed by the caller), updated chunk by chunk with the sum
-    # over the BLOCK_M rows: no other program touches it, and its fp32
-    # read-modify-write is paid once per BLOCK_M rows.
-    pid = tl.program_id(0)
-    part = dw_part_ptr + pid.to(tl.int64) * n_cols
-    for start in tl.range(pid * BLOCK_M, n_rows, tl.num_programs(0) * BLOCK_M):
+    # Columns path, pass 1: dot[chunk, row] = sum over the chunk's columns of
+    # dy * w * t, one program per (BLOCK_M rows, BLOCK_N columns) tile: every
+    # SM busy however few the rows are.
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M).to(tl.int64)
+    chunk = tl.program_id(1)
+    cols = chunk * BLOCK_N + tl.arange(0, BLOCK_N)
+    row_ok = rows < n_rows
+    col_ok = cols < n_cols
+    m = row_ok[:, None] & col_ok[None, :]
+    t = (tl.load(x_ptr + rows[:, None] * stride_x + cols[None, :], mask=m, other=0.0).to(tl.float32)
+         + tl.load(r_ptr + rows[:, None] * stride_r + cols[None, :], mask=m, other=0.0).to(tl.float32))
+    dy = tl.load(dy_ptr + rows[:, None] * stride_dy + cols[None, :], mask=m, other=0.0).to(tl.float32)
+    w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
+    tl.store(dot_ptr + chunk.to(tl.int64) * n_rows + rows, tl.sum(dy * w[None, :] * t, axis=1), mask=row_ok)
+
+
+@triton.jit(do_not_specialize=["n_rows"])
+def _bwd_columns_kernel(
+    dy_ptr, dres_ptr, x_ptr, r_ptr, w_ptr, rstd_ptr, dot_ptr, dx_ptr, dw_part_ptr,
+    n_rows, n_cols, n_chunks, stride_dy, stride_dres, stride_x, stride_r, stride_dx,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CHUNKS: tl.constexpr, HAS_DRES: tl.constexpr,
+):
+    # Columns path, pass 2: program (chunk, group) owns BLOCK_N columns and
+    # walks row blocks group, group + G, ...; it finishes each row's
+    # mean(g * t_hat) = rstd * sum over chunks of dot / N, writes dx, and
+    # keeps its columns' dw share in registers, written once to
+    # dw_part[group, :]: G x N floats in all, not one row of N per program.
+    chunk = tl.program_id(0)
+    group = tl.program_id(1)
+    cols = chunk * BLOCK_N + tl.arange(0, BLOCK_N)
+    col_ok = cols < n_cols
+    ks = tl.arange(0, CHUNKS)
+    w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
+    dw = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    for start in tl.range(group * BLOCK_M, n_rows, tl.num_programs(1) * BLOCK_M):
         rows = start + tl.arange(0, BLOCK_M).to(tl.int64)
         row_ok = rows < n_rows
+        m = row_ok[:, None] & col_ok[None, :]
+        dot = tl.sum(tl.load(dot_ptr + ks[:, None].to(tl.int64) * n_rows + rows[None, :],
+                             mask=(ks < n_chunks)[:, None] & row_ok[None, :], other=0.0), axis=0)
         rstd = tl.load(rstd_ptr + rows, mask=row_ok, other=0.0)
-        acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-        for c0 in tl.range(0, n_cols, BLOCK_N):
-            cols = c0 + tl.arange(0, BLOCK_N)
-            m = row_ok[:, None] & (cols < n_cols)[None, :]
-            t = (tl.load(x_ptr + rows[:, None] * stride_x + cols[None, :], mask=m, other=0.0).to(tl.float32)
-                 + tl.load(r_ptr + rows[:, None] * stride_r + cols[None, :], mask=m, other=0.0).to(tl.float32))
-            dy = tl.load(dy_ptr + rows[:, None] * stride_dy + cols[None, :], mask=m, other=0.0).to(tl.float32)
-            w = tl.load(w_ptr + cols, mask=cols < n_cols, other=0.0).to(tl.float32)
-            acc += dy * w[None, :] * t * rstd[:, None]
-        c = tl.sum(acc, axis=1) / n_cols
-        for c0 in tl.range(0, n_cols, BLOCK_N):
-            cols = c0 + tl.arange(0, BLOCK_N)
-            col_ok = cols < n_cols
-            m = row_ok[:, None] & col_ok[None, :]
-            t_hat = (tl.load(x_ptr + rows[:, None] * stride_x + cols[None, :], mask=m, other=0.0).to(tl.float32)
-                     + tl.load(r_ptr + rows[:, None] * stride_r + cols[None, :], mask=m, other=0.0).to(tl.float32)
-                     ) * rstd[:, None]
-            dy = tl.load(dy_ptr + rows[:, None] * stride_dy + cols[None, :], mask=m, other=0.0).to(tl.float32)
-            w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
-            dt = rstd[:, None] * (dy * w[None, :] - t_hat * c[:, None])
-            if HAS_DRES:
-                dt += tl.load(dres_ptr + rows[:, None] * stride_dres + cols[None, :],
-                              mask=m, other=0.0).to(tl.float32)
-            tl.store(dx_ptr + rows[:, None] * stride_dx + cols[None, :], dt.to(dx_ptr.dtype.element_ty), mask=m)
-            tl.store(part + cols, tl.load(part + cols, mask=col_ok, other=0.0) + tl.sum(dy * t_hat, axis=0),
-                     mask=col_ok)
+        c = rstd * dot / n_cols
+        t_hat = (tl.load(x_ptr + rows[:, None] * stride_x + cols[None, :], mask=m, other=0.0).to(tl.float32)
+                 + tl.load(r_ptr + rows[:, None] * stride_r + cols[None, :], mask=m, other=0.0).to(tl.float32)
+                 ) * rstd[:, None]
+        dy = tl.load(dy_ptr + rows[:, None] * stride_dy + cols[None, :], mask=m, other=0.0).to(tl.float32)
+        dt = rstd[:, None] * (dy * w[None, :] - t_hat * c[:, None])
+        if HAS_DRES:
+            dt += tl.load(dres_ptr + rows[:, None] * stride_dres + cols[None, :], mask=m, other=0.0).to(tl.float32)
+        tl.store(dx_ptr + rows[:, None] * stride_dx + cols[None, :], dt.to(dx_ptr.dtype.element_ty), mask=m)
+        dw += dy * t_hat
+    tl.store(dw_part_ptr + group.to(tl.int64) * n_cols + cols, tl.sum(dw, axis=0), mask=col_ok)

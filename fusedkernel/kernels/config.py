@@ -79,22 +79,33 @@ def forward_config(n_cols: int, elem_bytes: int, interpret: bool) -> ForwardConf
                          triton.cdiv(n_cols, SPLIT_BLOCK_N), SPLIT_WARPS[elem_bytes])
 
 
-# Backward: whole rows held by one program up to this width, looped beyond (the
-# backward tile holds t, dy and their products, twice the forward's registers).
-# Not yet tuned on the GPU (tools/tune_backward.py sweeps these).
-BWD_MAX_TILE_N = 8192
-BWD_TILE_ELEMS = 2048
-BWD_LOOP_BLOCK_N = 2048
-BWD_PROGRAMS_PER_SM = 4
+# Backward (tools/tune_backward.py on the H200, bf16, 128 MiB per tensor,
+# fraction of the floor torch.addcmul(x, r, dy, out=dx); docs/tuning.md):
+# whole rows up to 16384 wide (0.617 there against 0.551 for the columns
+# path), the columns path beyond (0.52-0.54 at 65536 and 262144).
+BWD_MAX_TILE_N = 16384
+# Narrow rows are latency-bound: about 8192 elements in flight per SM, as
+# 4-warp programs of 1024 (512 wide: 2 rows, 4 warps, 8 per SM gave 0.870; the
+# untuned 4 rows, 8 warps, 4 per SM 0.619). From 4096 wide one row per
+# program, one warp per 512 columns (4096: 8 warps 0.852; 8192: 16 warps
+# 0.763, 32 0.769; 16384: 16 warps 0.617) and 2 programs per SM (0.852 vs
+# 0.789 with 4 at 4096).
+BWD_NARROW_TILE_ELEMS = 1024
+BWD_ELEMS_PER_SM = 8192
+# Columns path: 2048 columns, 1 row at a time, 4 warps, 4 programs per SM
+# (best at both 65536 and 262144 among 1-8 rows, 1024-4096 columns, 4-8 warps).
+BWD_COLUMNS = (1, 2048, 4, 4)
 
 
 @dataclass(frozen=True)
 class BackwardConfig:
     """How one backward launch is shaped.
 
-    path: "rows" (block_m whole rows per step) or "looped" (block_m rows at
-    a time, block_n columns per step, two passes). num_warps: warps per
-    program. programs_per_sm: the persistent grid's size, per SM.
+    path: "rows" (block_m whole rows per step, a persistent grid over row
+    blocks) or "columns" (block_m rows by block_n columns per step: a
+    pass over the rows for each row's dot product, then a grid of column
+    chunks by row groups writing dx). num_warps: warps per program.
+    programs_per_sm: the grid's size, per SM.
     """
 
     path: str
@@ -108,8 +119,8 @@ class BackwardConfig:
 def backward_config(n_cols: int) -> BackwardConfig:
     """Backward launch settings for rows of ``n_cols`` elements (n_cols >= 1)."""
     block_n = triton.next_power_of_2(n_cols)
-    if block_n <= BWD_MAX_TILE_N:
-        block_m = max(1, BWD_TILE_ELEMS // block_n)
-        return BackwardConfig("rows", block_m, block_n, max(4, min(16, block_m * block_n // 256)),
-                              BWD_PROGRAMS_PER_SM)
-    return BackwardConfig("looped", 1, BWD_LOOP_BLOCK_N, 8, BWD_PROGRAMS_PER_SM)
+    if block_n > BWD_MAX_TILE_N:
+        return BackwardConfig("columns", *BWD_COLUMNS)
+    block_m = max(1, BWD_NARROW_TILE_ELEMS // block_n)
+    return BackwardConfig("rows", block_m, block_n, max(4, min(16, block_n // 512)),
+                          max(2, BWD_ELEMS_PER_SM // (block_m * block_n)))

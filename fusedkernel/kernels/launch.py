@@ -10,7 +10,7 @@ import triton
 
 from .._validation import row_stride
 from .config import BackwardConfig, ForwardConfig, backward_config, forward_config
-from .backward import _bwd_looped_kernel, _bwd_rows_kernel
+from .backward import _bwd_columns_kernel, _bwd_dot_kernel, _bwd_rows_kernel
 from .forward import _looped_kernel, _rows_kernel
 
 # Triton picks the interpreter when a kernel is decorated, so read the same
@@ -138,21 +138,30 @@ def backward_rows(dy2: torch.Tensor, dres2: torch.Tensor | None, x2: torch.Tenso
     """
     n_rows, n_cols = x2.shape
     cfg = cfg or backward_config(n_cols)
-    groups = -(-n_rows // cfg.block_m)
+    row_blocks = -(-n_rows // cfg.block_m)
     switch = x2.is_cuda and x2.device.index != torch.cuda.current_device()
     with torch.cuda.device(x2.device) if switch else nullcontext():
         # Persistent grid (4 programs in the interpreter, which runs them one by one).
         per_device = 4 if INTERPRET else cfg.programs_per_sm * _sm_count(torch.cuda.current_device())
-        n_progs = max(1, min(groups, per_device))
-        dw_part = torch.zeros(n_progs, n_cols, dtype=torch.float32, device=x2.device)
         has_dres = dres2 is not None
         dres_arg = dres2 if has_dres else dy2
-        args = (dy2, dres_arg, x2, r2, weight, rstd, dx2, dw_part, n_rows, n_cols, dy2.stride(0),
-                dres_arg.stride(0), x2.stride(0), r2.stride(0), dx2.stride(0))
-        if cfg.path == "rows":
-            _bwd_rows_kernel[(n_progs,)](*args, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, HAS_DRES=has_dres,
-                                         num_warps=cfg.num_warps)
-        else:
-            _bwd_looped_kernel[(n_progs,)](*args, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, HAS_DRES=has_dres,
-                                           num_warps=cfg.num_warps)
+        strides = (dy2.stride(0), dres_arg.stride(0), x2.stride(0), r2.stride(0), dx2.stride(0))
+        meta = dict(BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, HAS_DRES=has_dres, num_warps=cfg.num_warps)
+        if cfg.path == "columns":
+            chunks = -(-n_cols // cfg.block_n)
+            groups = max(1, min(row_blocks, -(-per_device // chunks)))
+            dot = torch.empty(chunks, n_rows, dtype=torch.float32, device=x2.device)
+            _bwd_dot_kernel[(row_blocks, chunks)](dy2, x2, r2, weight, dot, n_rows, n_cols, dy2.stride(0),
+                                                  x2.stride(0), r2.stride(0), BLOCK_M=cfg.block_m,
+                                                  BLOCK_N=cfg.block_n, num_warps=cfg.num_warps)
+            dw_part = torch.empty(groups, n_cols, dtype=torch.float32, device=x2.device)
+            _bwd_columns_kernel[(chunks, groups)](dy2, dres_arg, x2, r2, weight, rstd, dot, dx2, dw_part, n_rows,
+                                                  n_cols, chunks, *strides,
+                                                  CHUNKS=1 << (chunks - 1).bit_length(), **meta)
+            return dw_part.sum(0)
+        # At most one program per row block: each writes its whole dw_part row.
+        n_progs = max(1, min(row_blocks, per_device))
+        dw_part = torch.empty(n_progs, n_cols, dtype=torch.float32, device=x2.device)
+        _bwd_rows_kernel[(n_progs,)](dy2, dres_arg, x2, r2, weight, rstd, dx2, dw_part, n_rows, n_cols, *strides,
+                                     **meta)
     return dw_part.sum(0)

@@ -3,7 +3,7 @@
 import pytest
 import triton
 
-from fusedkernel.kernels.config import MAX_TILE_BYTES, backward_config, forward_config
+from fusedkernel.kernels.config import BWD_MAX_TILE_N, MAX_TILE_BYTES, backward_config, forward_config
 
 # Every power of two up to 2**20 and its neighbours, plus odd and prime widths.
 WIDTHS = sorted({(1 << k) + d for k in range(21) for d in (-1, 0, 1) if (1 << k) + d >= 1}
@@ -39,4 +39,4 @@ def test_backward_table_covers_every_width(n):
     if cfg.path == "rows":
         assert cfg.block_n >= n  # whole rows
     else:
-        assert cfg.path == "looped"
+        assert cfg.path == "columns" and n > BWD_MAX_TILE_N

@@ -3,6 +3,8 @@
 import pathlib
 import sys
 
+import pytest
+
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "tools"))
 import provenance  # noqa: E402
 
@@ -31,6 +33,18 @@ def test_sampler_without_nvidia_smi_records_nothing(monkeypatch):
     with provenance.ClockSampler() as clocks:
         pass
     assert clocks.summary == {}
+
+
+@pytest.mark.parametrize("visible, want", [(None, "0"), ("", "0"), ("3", "3"), ("2,0", "2"),
+                                           ("GPU-8f2a1c3e-0000-1111-2222-333344445555,1",
+                                            "GPU-8f2a1c3e-0000-1111-2222-333344445555")])
+def test_clocks_are_read_from_the_gpu_the_benchmarks_run_on(monkeypatch, visible, want):
+    # A runner pinned to one GPU of several (CUDA_VISIBLE_DEVICES=3) must record GPU 3, not GPU 0.
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    assert provenance.gpu_id() == want
 
 
 def test_render_shows_the_clocks_under_load(tmp_path):
