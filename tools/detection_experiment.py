@@ -16,9 +16,10 @@ path's elements per program, NARROW_TILE_ELEMS, to ``--elems``; 2048 is the
 tuned value). The size of the slowdown follows from ``--elems``; at 512-wide
 rows the H200 sweep (docs/tuning.md, sweep 1, 131072x512 bf16, 8 warps)
 measured 4 rows per program (2048, tuned) 0.994 of the floor, 8 rows (4096)
-0.985 (~1% slower), 2 rows (1024) 0.867 (~13%); 1 row (64) was measured
-with 4 warps only (0.916). Runs with 4096 probe the smallest slowdown the
-tracker still catches. Then, on this machine:
+0.985 (~1% slower), 2 rows (1024) 0.867 (~13%); 1 row (64), which the
+table launches with 8 warps, made the default benchmark 1.59x slower in the
+H200 experiment (docs/detection/nvidia-h200/). Runs with 4096 probe the
+smallest slowdown the tracker still catches. Then, on this machine:
 
 1. ``tools/bench.py run`` benchmarks every commit (``--bench`` selects which);
 2. ``tools/bench.py publish``: which commits does asv's regression view flag?
@@ -156,8 +157,8 @@ def main() -> int:
     ap.add_argument("--commits", type=int, default=10)
     ap.add_argument("--slow", type=int, default=6, help="1-based index of the slow commit")
     ap.add_argument("--elems", type=int, default=64,
-                    help="NARROW_TILE_ELEMS in the slow commit (64: one row per program; the H200 "
-                         "sweep measured 0.916 against 0.994 of the floor at 131072x512)")
+                    help="NARROW_TILE_ELEMS in the slow commit (64: one row per program, 1.59x slower "
+                         "at 65536x512 bf16 on the H200)")
     ap.add_argument("--bench", default=DEFAULT_BENCH,
                     help="asv -b regex of the benchmarks to run (default: fused, bf16, a narrow shape)")
     ap.add_argument("--factor", type=float, default=1.05, help="the gate's threshold for --bench")
