@@ -76,6 +76,17 @@ def test_float16_squares_that_overflow_float16_stay_finite(n, device):
     assert_matches_reference(y, x, r, w)
 
 
+def test_rows_whose_float32_sum_of_squares_overflows_come_out_as_zeros(device):
+    # The docstring's bound: sum(t*t) > 3.4e38, |t| > 1.8e19 / sqrt(N) (5.8e17 at N = 1024).
+    x = torch.tensor([[1e18], [2e17]], device=device).expand(2, 1024).contiguous()
+    w = torch.ones(1024, device=device)
+    y = add_rmsnorm(x, torch.zeros_like(x), w)
+    eager = fusedkernel.add_rmsnorm_eager(x, torch.zeros_like(x), w)
+    torch.testing.assert_close(y[0], torch.zeros(1024, device=device))
+    torch.testing.assert_close(y[1], torch.ones(1024, device=device))
+    torch.testing.assert_close(y, eager)
+
+
 @pytest.mark.parametrize("n", [100, 20000])
 def test_nan_stays_in_its_row(n, device):
     x, r = rand((6, n), torch.float32, device), rand((6, n), torch.float32, device)

@@ -45,6 +45,45 @@ def test_gradients_match_float64_reference(dtype, n, with_res_grad, device):
         torch.testing.assert_close(g.double(), ref, rtol=rtol, atol=atol * max(1.0, ref.abs().max().item()))
 
 
+@pytest.mark.parametrize("cfg", [BackwardConfig("rows", 1, 64, 4, 2), BackwardConfig("columns", 2, 16, 4, 1)])
+def test_backward_paths_stay_finite_where_dy_w_t_overflows_float32(cfg, device):
+    # dy * w * t ~ 1e38 per element: its row sum overflows float32, but each
+    # term scaled by rstd (~1e-16) does not, nor does the gradient.
+    n, rows = 64, 3
+    x = rand((rows, n), torch.float32, device, seed=1, scale=1e16)
+    r = torch.zeros_like(x)
+    dy = rand((rows, n), torch.float32, device, seed=2, scale=1e11)
+    w = torch.full((n,), 1e11, device=device)
+    t = x.double()
+    rstd = torch.rsqrt(t.pow(2).mean(-1) + 1e-6)
+    dx = torch.empty_like(x)
+    dw = backward_rows(dy, None, x, r, w, rstd.float(), dx, cfg=cfg)
+    t_hat, g = t * rstd[:, None], dy.double() * w.double()
+    want_dx = rstd[:, None] * (g - t_hat * (g * t_hat).mean(-1, keepdim=True))
+    torch.testing.assert_close(dx.double(), want_dx, rtol=1e-4, atol=1e-5 * want_dx.abs().max().item())
+    torch.testing.assert_close(dw.double(), (dy.double() * t_hat).sum(0), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(path="colums"), "path must be 'rows' or 'columns'"),
+    (dict(block_m=3), "block_m must be a power of two"),
+    (dict(block_n=0), "block_n must be a power of two"),
+    (dict(num_warps=6), "num_warps must be a power of two"),
+    (dict(programs_per_sm=0), "programs_per_sm must be >= 1"),
+])
+def test_bad_backward_settings_are_refused(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        BackwardConfig(**{**dict(path="rows", block_m=1, block_n=64, num_warps=4, programs_per_sm=2), **kwargs})
+
+
+def test_rows_path_narrower_than_the_row_is_refused(device):
+    # It would leave the columns past block_n unwritten (and dweight there uninitialized).
+    x = rand((5, 37), torch.float32, device)
+    with pytest.raises(ValueError, match="block_n must be >= the hidden size 37, got 16"):
+        backward_rows(x, None, x, x, x[0], torch.ones(5, device=device), torch.empty_like(x),
+                      cfg=BackwardConfig("rows", 1, 16, 4, 1))
+
+
 @pytest.mark.cuda
 @pytest.mark.parametrize("rows, n", [(300, 70000), (2, 262144), (65536, 512)])
 def test_backward_at_scale_on_gpu(rows, n):

@@ -23,24 +23,34 @@ import threading
 QUERY = "name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw"
 
 
-def gpu_id() -> str:
+def gpu_id() -> str | None:
     """nvidia-smi's ``-i`` for the GPU the benchmarks run on: CUDA's device 0.
 
-    That is the first entry of CUDA_VISIBLE_DEVICES (an index or a GPU UUID,
-    both of which ``nvidia-smi -i`` takes) when it is set, as on a multi-GPU
-    runner pinned to one GPU; else GPU 0.
+    That is the first entry of CUDA_VISIBLE_DEVICES when it is set, as on a
+    multi-GPU runner pinned to one GPU (an index or a full GPU UUID work with
+    ``nvidia-smi -i``; a MIG or short UUID does not, and records nothing);
+    None when it is set but names no GPU first (CUDA then sees none, e.g. ""
+    or ",1"); else GPU 0. Indexes are nvidia-smi's (PCI bus order): CUDA
+    numbers GPUs the same way under CUDA_DEVICE_ORDER=PCI_BUS_ID or on a host
+    of identical GPUs, like the runners here.
     """
-    return os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip() or "0"
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return "0"
+    return visible.split(",")[0].strip() or None
 
 
 def gpu_snapshot() -> dict:
     """Read-only ``nvidia-smi`` query of :func:`gpu_id` (never changes a setting); {} without one."""
+    gpu = gpu_id()
+    if gpu is None:
+        return {}
     try:
         out = subprocess.run(["nvidia-smi", f"--query-gpu={QUERY}", "--format=csv,noheader,nounits",
-                              "-i", gpu_id()], capture_output=True, text=True, timeout=30, check=True).stdout
-    except (OSError, subprocess.SubprocessError):
+                              "-i", gpu], capture_output=True, text=True, timeout=30, check=True).stdout
+        name, driver, sm, mem, temp, power = [v.strip() for v in out.strip().splitlines()[0].split(",")]
+    except (OSError, subprocess.SubprocessError, IndexError, ValueError):
         return {}
-    name, driver, sm, mem, temp, power = [v.strip() for v in out.strip().split(",")]
     return {"gpu": name, "driver": driver, "sm_clock_mhz": sm, "mem_clock_mhz": mem,
             "temperature_c": temp, "power_w": power}
 
@@ -92,9 +102,12 @@ class ClockSampler:
         self._reader = None
 
     def __enter__(self) -> "ClockSampler":
+        gpu = gpu_id()
+        if gpu is None:
+            return self
         try:
             self._proc = subprocess.Popen(
-                ["nvidia-smi", f"--query-gpu={SAMPLE_QUERY}", "--format=csv,noheader,nounits", "-i", gpu_id(),
+                ["nvidia-smi", f"--query-gpu={SAMPLE_QUERY}", "--format=csv,noheader,nounits", "-i", gpu,
                  "-lms", str(self.period_ms)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         except OSError:
             return self

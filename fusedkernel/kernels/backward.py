@@ -64,12 +64,14 @@ def _bwd_rows_kernel(
 
 @triton.jit(do_not_specialize=["n_rows"])
 def _bwd_dot_kernel(
-    dy_ptr, x_ptr, r_ptr, w_ptr, dot_ptr, n_rows, n_cols, stride_dy, stride_x, stride_r,
+    dy_ptr, x_ptr, r_ptr, w_ptr, rstd_ptr, dot_ptr, n_rows, n_cols, stride_dy, stride_x, stride_r,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
     # Columns path, pass 1: dot[chunk, row] = sum over the chunk's columns of
-    # dy * w * t, one program per (BLOCK_M rows, BLOCK_N columns) tile: every
-    # SM busy however few the rows are.
+    # g * t_hat, one program per (BLOCK_M rows, BLOCK_N columns) tile: every
+    # SM busy however few the rows are. Each term is scaled by rstd before the
+    # sum, as in the rows kernel: a sum of dy * w * t could overflow fp32 where
+    # the row's gradient is finite.
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M).to(tl.int64)
     chunk = tl.program_id(1)
     cols = chunk * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -80,7 +82,9 @@ def _bwd_dot_kernel(
          + tl.load(r_ptr + rows[:, None] * stride_r + cols[None, :], mask=m, other=0.0).to(tl.float32))
     dy = tl.load(dy_ptr + rows[:, None] * stride_dy + cols[None, :], mask=m, other=0.0).to(tl.float32)
     w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
-    tl.store(dot_ptr + chunk.to(tl.int64) * n_rows + rows, tl.sum(dy * w[None, :] * t, axis=1), mask=row_ok)
+    rstd = tl.load(rstd_ptr + rows, mask=row_ok, other=0.0)
+    t_hat = t * rstd[:, None]
+    tl.store(dot_ptr + chunk.to(tl.int64) * n_rows + rows, tl.sum(dy * w[None, :] * t_hat, axis=1), mask=row_ok)
 
 
 @triton.jit(do_not_specialize=["n_rows"])
@@ -91,7 +95,7 @@ def _bwd_columns_kernel(
 ):
     # Columns path, pass 2: program (chunk, group) owns BLOCK_N columns and
     # walks row blocks group, group + G, ...; it finishes each row's
-    # mean(g * t_hat) = rstd * sum over chunks of dot / N, writes dx, and
+    # mean(g * t_hat) = sum over chunks of dot / N, writes dx, and
     # keeps its columns' dw share in registers, written once to
     # dw_part[group, :]: G x N floats in all, not one row of N per program.
     chunk = tl.program_id(0)
@@ -108,7 +112,7 @@ def _bwd_columns_kernel(
         dot = tl.sum(tl.load(dot_ptr + ks[:, None].to(tl.int64) * n_rows + rows[None, :],
                              mask=(ks < n_chunks)[:, None] & row_ok[None, :], other=0.0), axis=0)
         rstd = tl.load(rstd_ptr + rows, mask=row_ok, other=0.0)
-        c = rstd * dot / n_cols
+        c = dot / n_cols
         t_hat = (tl.load(x_ptr + rows[:, None] * stride_x + cols[None, :], mask=m, other=0.0).to(tl.float32)
                  + tl.load(r_ptr + rows[:, None] * stride_r + cols[None, :], mask=m, other=0.0).to(tl.float32)
                  ) * rstd[:, None]

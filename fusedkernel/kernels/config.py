@@ -114,6 +114,18 @@ class BackwardConfig:
     num_warps: int
     programs_per_sm: int
 
+    def __post_init__(self) -> None:
+        # Settings come from tests and tools/tune_backward.py too: a bad one
+        # must fail here, not launch a kernel that skips columns.
+        if self.path not in ("rows", "columns"):
+            raise ValueError(f"BackwardConfig.path must be 'rows' or 'columns', got {self.path!r}")
+        for name in ("block_m", "block_n", "num_warps"):
+            value = getattr(self, name)
+            if value < 1 or value & (value - 1):
+                raise ValueError(f"BackwardConfig.{name} must be a power of two >= 1, got {value}")
+        if self.programs_per_sm < 1:
+            raise ValueError(f"BackwardConfig.programs_per_sm must be >= 1, got {self.programs_per_sm}")
+
 
 @functools.lru_cache(maxsize=1024)
 def backward_config(n_cols: int) -> BackwardConfig:

@@ -134,10 +134,14 @@ def backward_rows(dy2: torch.Tensor, dres2: torch.Tensor | None, x2: torch.Tenso
 
     ``rstd`` is the forward's float32 rstd per row; ``dres2`` the gradient of
     the residual output, if any. Launches on x2's device and current stream.
-    ``cfg`` overrides the launch table (tests and tuning).
+    ``cfg`` overrides the launch table (tests and tuning); ValueError if
+    its rows path would not hold a whole row.
     """
     n_rows, n_cols = x2.shape
     cfg = cfg or backward_config(n_cols)
+    if cfg.path == "rows" and cfg.block_n < n_cols:
+        raise ValueError(f"cfg: the rows path holds whole rows, so block_n must be >= the hidden size "
+                         f"{n_cols}, got {cfg.block_n}")
     row_blocks = -(-n_rows // cfg.block_m)
     switch = x2.is_cuda and x2.device.index != torch.cuda.current_device()
     with torch.cuda.device(x2.device) if switch else nullcontext():
@@ -151,7 +155,7 @@ def backward_rows(dy2: torch.Tensor, dres2: torch.Tensor | None, x2: torch.Tenso
             chunks = -(-n_cols // cfg.block_n)
             groups = max(1, min(row_blocks, -(-per_device // chunks)))
             dot = torch.empty(chunks, n_rows, dtype=torch.float32, device=x2.device)
-            _bwd_dot_kernel[(row_blocks, chunks)](dy2, x2, r2, weight, dot, n_rows, n_cols, dy2.stride(0),
+            _bwd_dot_kernel[(row_blocks, chunks)](dy2, x2, r2, weight, rstd, dot, n_rows, n_cols, dy2.stride(0),
                                                   x2.stride(0), r2.stride(0), BLOCK_M=cfg.block_m,
                                                   BLOCK_N=cfg.block_n, num_warps=cfg.num_warps)
             dw_part = torch.empty(groups, n_cols, dtype=torch.float32, device=x2.device)

@@ -35,16 +35,46 @@ def test_sampler_without_nvidia_smi_records_nothing(monkeypatch):
     assert clocks.summary == {}
 
 
-@pytest.mark.parametrize("visible, want", [(None, "0"), ("", "0"), ("3", "3"), ("2,0", "2"),
+@pytest.mark.parametrize("visible, want", [(None, "0"), ("3", "3"), ("2,0", "2"), (" 1 , 0", "1"),
                                            ("GPU-8f2a1c3e-0000-1111-2222-333344445555,1",
-                                            "GPU-8f2a1c3e-0000-1111-2222-333344445555")])
+                                            "GPU-8f2a1c3e-0000-1111-2222-333344445555"),
+                                           ("", None), (",1", None)])
 def test_clocks_are_read_from_the_gpu_the_benchmarks_run_on(monkeypatch, visible, want):
-    # A runner pinned to one GPU of several (CUDA_VISIBLE_DEVICES=3) must record GPU 3, not GPU 0.
+    # A runner pinned to one GPU of several (CUDA_VISIBLE_DEVICES=3) must record GPU 3, not GPU 0;
+    # one that hides every GPU from CUDA ("") must record none.
     if visible is None:
         monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     else:
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
     assert provenance.gpu_id() == want
+
+
+def fake_nvidia_smi(tmp_path, monkeypatch, output: str) -> pathlib.Path:
+    """An nvidia-smi on PATH that prints ``output`` and logs its arguments."""
+    log = tmp_path / "calls"
+    script = tmp_path / "nvidia-smi"
+    script.write_text(f"#!/bin/sh\necho \"$@\" >> {log}\nprintf '{output}'\n")
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    return log
+
+
+def test_snapshot_reads_the_first_line_only(tmp_path, monkeypatch):
+    # nvidia-smi can print a warning line after the values and still exit 0.
+    log = fake_nvidia_smi(tmp_path, monkeypatch, "NVIDIA H200, 580.1, 345, 3201, 35, 80.5\\nWARNING: infoROM\\n")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    snap = provenance.gpu_snapshot()
+    assert snap["gpu"] == "NVIDIA H200" and snap["sm_clock_mhz"] == "345" and snap["power_w"] == "80.5"
+    assert "-i 1" in log.read_text()
+
+
+def test_no_gpu_visible_to_cuda_records_nothing(tmp_path, monkeypatch):
+    log = fake_nvidia_smi(tmp_path, monkeypatch, "NVIDIA H200, 580.1, 345, 3201, 35, 80.5\\n")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert provenance.gpu_snapshot() == {}
+    with provenance.ClockSampler() as clocks:
+        pass
+    assert clocks.summary == {} and not log.exists()
 
 
 def test_render_shows_the_clocks_under_load(tmp_path):
