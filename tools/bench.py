@@ -93,7 +93,7 @@ def run(revs: list[str], wheels: str | None, asv_args: list[str]) -> None:
 # fails the gate when asv's statistics also call the change significant), per
 # asv -b regex (matched against "benchmark(params)"), strictest first. From
 # the same 5-run study as asv.conf.json's regressions_thresholds
-# (docs/performance.md, section 4): device times moved at most 1.5% at shapes
+# (docs/performance.md, section 3): device times moved at most 1.5% at shapes
 # >= 64 MiB and 6.9% at decode shapes, host wall time up to 83%.
 DECODE = "'(1x4096|32x4096)'"
 GATE_FACTORS = {f"time_device[(](?!.*{DECODE})": 1.05, f"time_device[(].*{DECODE}": 1.15,
@@ -177,7 +177,8 @@ def publish() -> None:
     html_dir = ROOT / ".asv" / "html"
     n = provenance.render(ROOT / "provenance", html_dir / "provenance.html")
     print(f"site: {html_dir}/index.html  (provenance of {n} runs: {html_dir}/provenance.html)")
-    print(f"browse it with: python -m asv preview  (or any static file server on {html_dir})")
+    print(f"browse it with: {sys.executable} -m asv preview  (or any static file server on {html_dir}; "
+          "asv's pages load jQuery, flot and bootstrap from CDNs, so the browser needs internet)")
 
 
 def main() -> None:

@@ -45,7 +45,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("runs", nargs="+")
     a = ap.parse_args()
-    runs = [case_values(Results.load(f)) for f in a.runs]
+    loaded = [Results.load(f) for f in a.runs]
+    commits = sorted({r.commit_hash[:8] for r in loaded})
+    if len(commits) > 1:
+        sys.exit(f"spread.py: the runs are of {len(commits)} commits ({', '.join(commits)}); "
+                 "give runs of one commit (e.g. docs/noise/<machine>/<commit8>-run*.json)")
+    runs = [case_values(r) for r in loaded]
     common = set.intersection(*(set(r) for r in runs))
     families: dict[str, dict[str, list]] = {}
     for bench, combo in sorted(common):
