@@ -34,6 +34,7 @@ import tempfile
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import provenance  # noqa: E402
+import site_offline  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -175,10 +176,13 @@ def bisect(commit_range: str, bench: str, wheels: str | None) -> int:
 def publish() -> None:
     asv("publish")
     html_dir = ROOT / ".asv" / "html"
+    external = site_offline.make_offline(html_dir)
+    if external:
+        print(f"warning: the site still loads {', '.join(external)} from outside (a new asv version?): "
+              "add local copies to tools/site_vendor/ and tools/site_offline.py", flush=True)
     n = provenance.render(ROOT / "provenance", html_dir / "provenance.html")
     print(f"site: {html_dir}/index.html  (provenance of {n} runs: {html_dir}/provenance.html)")
-    print(f"browse it with: {sys.executable} -m asv preview  (or any static file server on {html_dir}; "
-          "asv's pages load jQuery, flot and bootstrap from CDNs, so the browser needs internet)")
+    print(f"browse it with: {sys.executable} -m asv preview  (or any static file server on {html_dir})")
 
 
 def main() -> None:

@@ -15,19 +15,16 @@ Screenshots of both pages go to $FUSEDKERNEL_ARTIFACTS (default
 ``test-artifacts/``). Skipped when Chromium or Playwright is missing, unless
 FUSEDKERNEL_REQUIRE_BROWSER=1 (CI), where that is a failure.
 
-asv's pages load jQuery, flot, bootstrap and three small plugins from CDNs,
-which a test machine may not reach: the browser gets them from
-``tests/tools/site_vendor/`` (same versions, see its README). Where a local
-copy is byte-identical, the page's integrity check stays on; for the others
-(flot and stupidtable, which the CDN minified itself) the served index.html
-drops that one attribute.
+The site must render offline: every request outside localhost is refused and
+listed. ``tools/bench.py publish`` makes the site self-contained
+(``tools/site_offline.py``); records made before it existed are published
+by their own commit's bench.py, so the test applies the current
+``make_offline`` to every site it opens.
 """
 
 from __future__ import annotations
 
-import base64
 import functools
-import hashlib
 import http.server
 import itertools
 import json
@@ -45,7 +42,8 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
-import detection_experiment as experiment
+import detection_experiment as experiment  # noqa: E402
+import site_offline  # noqa: E402
 
 CHROMIUM = os.environ.get("FUSEDKERNEL_CHROMIUM", "/usr/bin/chromium")
 REQUIRE_BROWSER = os.environ.get("FUSEDKERNEL_REQUIRE_BROWSER") == "1"
@@ -55,22 +53,6 @@ RECORDS = sorted(p.parent for p in (ROOT / "docs" / "detection").glob("*/summary
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 TIMEOUT_MS = 60_000
-
-VENDOR_DIR = pathlib.Path(__file__).resolve().parent / "site_vendor"
-CDNJS = "https://cdnjs.cloudflare.com/ajax/libs/"
-VENDOR = {  # address in asv 0.6's index.html -> local copy
-    "https://code.jquery.com/jquery-3.3.1.min.js": "jquery-3.3.1.min.js",
-    CDNJS + "flot/0.8.3/jquery.flot.min.js": "jquery.flot.js",
-    CDNJS + "flot/0.8.3/jquery.flot.time.min.js": "jquery.flot.time.js",
-    CDNJS + "flot/0.8.3/jquery.flot.selection.min.js": "jquery.flot.selection.js",
-    CDNJS + "flot/0.8.3/jquery.flot.categories.min.js": "jquery.flot.categories.js",
-    "https://cdn.jsdelivr.net/npm/flot-orderbars@1.0.0/js/jquery.flot.orderBars.js": "jquery.flot.orderBars.js",
-    CDNJS + "stupidtable/1.0.1/stupidtable.min.js": "stupidtable.min.js",
-    CDNJS + "blueimp-md5/2.19.0/js/md5.min.js": "md5.min.js",
-    "https://cdn.jsdelivr.net/npm/bootstrap@3.1.1/dist/js/bootstrap.min.js": "bootstrap.min.js",
-    "https://cdn.jsdelivr.net/npm/bootstrap@3.1.1/dist/css/bootstrap.min.css": "bootstrap.min.css",
-}
-
 
 def _browser_or_skip():
     """sync_playwright, or skip (fail under FUSEDKERNEL_REQUIRE_BROWSER=1) with the reason."""
@@ -87,23 +69,6 @@ def _browser_or_skip():
             pytest.fail(f"FUSEDKERNEL_REQUIRE_BROWSER=1 but {why}")
         pytest.skip(why)
     return sync_playwright
-
-
-def _sri(path: pathlib.Path, algorithm: str) -> str:
-    return f"{algorithm}-" + base64.b64encode(hashlib.new(algorithm, path.read_bytes()).digest()).decode()
-
-
-def _drop_mismatched_integrity(html: str) -> str:
-    """index.html with integrity removed from the tags whose local copy differs from the CDN's."""
-    def fix(tag: re.Match) -> str:
-        text = tag.group(0)
-        url = re.search(r'\s(?:src|href)="([^"]+)"', text)
-        sri = re.search(r'\sintegrity="(\w+)-[^"]+"', text)
-        if (url and sri and url.group(1) in VENDOR
-                and _sri(VENDOR_DIR / VENDOR[url.group(1)], sri.group(1)) != sri.group(0).split('"')[1]):
-            text = text.replace(sri.group(0), "")
-        return text
-    return re.sub(r"<(?:script|link)\b[^>]*>", fix, html)
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
@@ -189,6 +154,7 @@ def test_published_site(record, tmp_path, capsys):
                          check=False)
     assert out.returncode == 0, f"publish failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
     html = repo / ".asv" / "html"
+    assert site_offline.make_offline(html) == [], "the published site still loads files from outside"
     bench_name, combos = _measured_combinations(repo / "results" / machine, args["bench"].split("[(]")[0])
     assert combos, f"no values for {bench_name} in {record}/results/{machine}"
     param_names = json.loads((html / "index.json").read_text())["benchmarks"][bench_name]["param_names"]
@@ -202,16 +168,7 @@ def test_published_site(record, tmp_path, capsys):
     def route(route):
         url = route.request.url
         if url.startswith(base_url + "/"):
-            if urllib.parse.urlsplit(url).path in ("/", "/index.html"):
-                response = route.fetch()
-                return route.fulfill(response=response, body=_drop_mismatched_integrity(response.text()))
             return route.continue_()
-        if url in VENDOR:
-            local = VENDOR_DIR / VENDOR[url]
-            kind = "text/css" if local.suffix == ".css" else "application/javascript"
-            # The tags ask for CORS (crossorigin="anonymous"), as the CDNs answer.
-            return route.fulfill(body=local.read_bytes(), status=200,
-                                 headers={"Content-Type": kind, "Access-Control-Allow-Origin": "*"})
         unserved.append(url)
         return route.abort()
 
@@ -267,6 +224,7 @@ def test_published_site(record, tmp_path, capsys):
                 rows = [r for r in regressions["rows"] if r and r[0].startswith(bench_name) and slow[:n] in r]
                 assert rows, f"no row of {bench_name} at {slow[:n]} in {regressions['rows']}"
                 assert not errors, f"JavaScript errors in the site's pages: {errors}"
+                assert not unserved, f"the site asked for files outside localhost: {unserved}"
             finally:
                 context.close()
     finally:
