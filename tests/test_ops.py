@@ -165,6 +165,38 @@ def test_split_path_settings_match_reference(block_m, block_n, warps):
         torch.testing.assert_close(rstd, torch.rsqrt(t.pow(2).mean(-1) + 1e-6), rtol=1e-5, atol=0)
 
 
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(path="split"), r"path must be one of \('rows', 'looped'\)"),
+    (dict(block_n=96), "block_n must be a power of two"),
+    (dict(num_warps=0), "num_warps must be a power of two"),
+    (dict(splits=0), "splits must be >= 1"),
+])
+def test_bad_forward_settings_are_refused(kwargs, match):
+    from fusedkernel.kernels.config import ForwardConfig
+
+    with pytest.raises(ValueError, match=match):
+        ForwardConfig(**{**dict(path="rows", block_m=1, block_n=64, splits=1, num_warps=4), **kwargs})
+
+
+def test_forward_settings_that_miss_columns_are_refused(device):
+    # A rows launch narrower than the row would leave y's last columns unwritten.
+    from fusedkernel.kernels.config import ForwardConfig
+
+    x = rand((3, 100), torch.float32, device)
+    with pytest.raises(ValueError, match="must cover the hidden size 100, got 32 \\* 3"):
+        forward_rows(x, x, x[0], 1e-6, torch.empty_like(x), cfg=ForwardConfig("rows", 1, 32, 3, 4))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the interpreter's refusal")
+def test_split_settings_are_refused_in_the_interpreter():
+    # Split programs wait for each other; the interpreter runs them one by one (a hang).
+    from fusedkernel.kernels.config import ForwardConfig
+
+    x = rand((3, 100), torch.float32, "cpu")
+    with pytest.raises(ValueError, match="splits > 1 needs a GPU"):
+        forward_rows(x, x, x[0], 1e-6, torch.empty_like(x), cfg=ForwardConfig("rows", 1, 64, 2, 4))
+
+
 def test_alternating_aligned_and_misaligned_views(device):
     # The launcher reuses a compiled kernel for 16-byte-aligned arguments only;
     # a view that starts one element in must take the general path.

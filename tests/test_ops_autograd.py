@@ -65,7 +65,7 @@ def test_backward_paths_stay_finite_where_dy_w_t_overflows_float32(cfg, device):
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    (dict(path="colums"), "path must be 'rows' or 'columns'"),
+    (dict(path="colums"), r"path must be one of \('rows', 'columns'\)"),
     (dict(block_m=3), "block_m must be a power of two"),
     (dict(block_n=0), "block_n must be a power of two"),
     (dict(num_warps=6), "num_warps must be a power of two"),

@@ -59,6 +59,24 @@ class ForwardConfig:
     splits: int
     num_warps: int
 
+    def __post_init__(self) -> None:
+        _check_settings(self, ("rows", "looped"), ("block_m", "block_n", "num_warps"), ("splits",))
+
+
+def _check_settings(cfg, paths: tuple[str, ...], powers_of_two: tuple[str, ...], positive: tuple[str, ...]) -> None:
+    # Settings come from tests and the tuning tools too: a bad one must fail
+    # here, not launch a kernel that skips columns.
+    name = type(cfg).__name__
+    if cfg.path not in paths:
+        raise ValueError(f"{name}.path must be one of {paths}, got {cfg.path!r}")
+    for field in powers_of_two:
+        value = getattr(cfg, field)
+        if value < 1 or value & (value - 1):
+            raise ValueError(f"{name}.{field} must be a power of two >= 1, got {value}")
+    for field in positive:
+        if getattr(cfg, field) < 1:
+            raise ValueError(f"{name}.{field} must be >= 1, got {getattr(cfg, field)}")
+
 
 @functools.lru_cache(maxsize=1024)
 def forward_config(n_cols: int, elem_bytes: int, interpret: bool) -> ForwardConfig:
@@ -115,16 +133,7 @@ class BackwardConfig:
     programs_per_sm: int
 
     def __post_init__(self) -> None:
-        # Settings come from tests and tools/tune_backward.py too: a bad one
-        # must fail here, not launch a kernel that skips columns.
-        if self.path not in ("rows", "columns"):
-            raise ValueError(f"BackwardConfig.path must be 'rows' or 'columns', got {self.path!r}")
-        for name in ("block_m", "block_n", "num_warps"):
-            value = getattr(self, name)
-            if value < 1 or value & (value - 1):
-                raise ValueError(f"BackwardConfig.{name} must be a power of two >= 1, got {value}")
-        if self.programs_per_sm < 1:
-            raise ValueError(f"BackwardConfig.programs_per_sm must be >= 1, got {self.programs_per_sm}")
+        _check_settings(self, ("rows", "columns"), ("block_m", "block_n", "num_warps"), ("programs_per_sm",))
 
 
 @functools.lru_cache(maxsize=1024)

@@ -91,11 +91,20 @@ def forward_rows(x: torch.Tensor, r: torch.Tensor, weight: torch.Tensor, eps: fl
     that collapse into one row stride (see ``_validation.rows_view``); inputs
     must already be validated. Writes y, and res / rstd (float32, one per row)
     when given. Launches on x's device and that device's current stream.
-    ``cfg`` overrides the launch table (tests and tuning).
+    ``cfg`` overrides the launch table (tests and tuning); ValueError if its
+    rows path would not cover a whole row, or would split rows in the
+    interpreter (split programs wait for each other there, forever).
     """
     n_cols = x.shape[-1]
     n_rows = x.numel() // n_cols
-    cfg = cfg or forward_config(n_cols, x.element_size(), INTERPRET)
+    if cfg is None:
+        cfg = forward_config(n_cols, x.element_size(), INTERPRET)
+    elif cfg.path == "rows":
+        if cfg.block_n * cfg.splits < n_cols:
+            raise ValueError(f"cfg: block_n * splits must cover the hidden size {n_cols}, "
+                             f"got {cfg.block_n} * {cfg.splits}")
+        if cfg.splits > 1 and INTERPRET:
+            raise ValueError("cfg: splits > 1 needs a GPU (the interpreter runs programs one by one)")
     # Inputs first, so a bad layout is reported under the argument's name.
     stride_x, stride_r = row_stride(x, "x"), row_stride(r, "residual")
     stride_res = row_stride(res, "residual output") if res is not None else 0
