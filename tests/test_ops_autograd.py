@@ -64,6 +64,20 @@ def test_backward_paths_stay_finite_where_dy_w_t_overflows_float32(cfg, device):
     torch.testing.assert_close(dw.double(), (dy.double() * t_hat).sum(0), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("n", [300, 20000])
+def test_one_program_writes_dweight_in_the_weight_dtype(n, device):
+    # A decode step (one row): the kernel's one fp32 share is final, stored in
+    # weight's dtype (rounded once), with no reduction or cast kernel after it.
+    x, r, dy = (rand((1, n), torch.bfloat16, device, seed=s) for s in (1, 2, 3))
+    w = rand((n,), torch.bfloat16, device, seed=4)
+    t = x.double() + r.double()
+    rstd = torch.rsqrt(t.pow(2).mean(-1) + 1e-6)
+    dw = backward_rows(dy, None, x, r, w, rstd.float(), torch.empty_like(x))
+    assert dw.dtype == torch.bfloat16 and dw.shape == (n,)
+    want = (dy.double() * t * rstd[:, None]).sum(0)
+    torch.testing.assert_close(dw.double(), want, rtol=2.0**-7, atol=1e-6)
+
+
 @pytest.mark.parametrize("kwargs, match", [
     (dict(path="colums"), r"path must be one of \('rows', 'columns'\)"),
     (dict(block_m=3), "block_m must be a power of two"),

@@ -139,7 +139,11 @@ def _sm_count(index: int) -> int:
 def backward_rows(dy2: torch.Tensor, dres2: torch.Tensor | None, x2: torch.Tensor, r2: torch.Tensor,
                   weight: torch.Tensor, rstd: torch.Tensor, dx2: torch.Tensor,
                   cfg: BackwardConfig | None = None) -> torch.Tensor:
-    """Write dx2 (= d residual) for 2-D row views and return dweight as float32 (N,).
+    """Write dx2 (= d residual) for 2-D row views and return dweight (N,).
+
+    dweight is float32, summed over the programs' fp32 shares; where one
+    program holds every row (a decode step) it is its one share, written in
+    weight's dtype by the kernel: no reduction or cast kernel follows.
 
     ``rstd`` is the forward's float32 rstd per row; ``dres2`` the gradient of
     the residual output, if any. Launches on x2's device and current stream.
@@ -167,14 +171,21 @@ def backward_rows(dy2: torch.Tensor, dres2: torch.Tensor | None, x2: torch.Tenso
             _bwd_dot_kernel[(row_blocks, chunks)](dy2, x2, r2, weight, rstd, dot, n_rows, n_cols, dy2.stride(0),
                                                   x2.stride(0), r2.stride(0), BLOCK_M=cfg.block_m,
                                                   BLOCK_N=cfg.block_n, num_warps=cfg.num_warps)
-            dw_part = torch.empty(groups, n_cols, dtype=torch.float32, device=x2.device)
+            dw_part = _dw_parts(groups, weight)
             _bwd_columns_kernel[(chunks, groups)](dy2, dres_arg, x2, r2, weight, rstd, dot, dx2, dw_part, n_rows,
                                                   n_cols, chunks, *strides,
                                                   CHUNKS=1 << (chunks - 1).bit_length(), **meta)
-            return dw_part.sum(0)
-        # At most one program per row block: each writes its whole dw_part row.
-        n_progs = max(1, min(row_blocks, per_device))
-        dw_part = torch.empty(n_progs, n_cols, dtype=torch.float32, device=x2.device)
-        _bwd_rows_kernel[(n_progs,)](dy2, dres_arg, x2, r2, weight, rstd, dx2, dw_part, n_rows, n_cols, *strides,
-                                     **meta)
-    return dw_part.sum(0)
+        else:
+            # At most one program per row block: each writes its whole dw_part row.
+            n_progs = max(1, min(row_blocks, per_device))
+            dw_part = _dw_parts(n_progs, weight)
+            _bwd_rows_kernel[(n_progs,)](dy2, dres_arg, x2, r2, weight, rstd, dx2, dw_part, n_rows, n_cols,
+                                         *strides, **meta)
+    return dw_part[0] if len(dw_part) == 1 else dw_part.sum(0)
+
+
+def _dw_parts(parts: int, weight: torch.Tensor) -> torch.Tensor:
+    # One fp32 row per program, summed by the caller; a single program's row
+    # is final, so the kernel's store rounds it to weight's dtype directly.
+    dtype = torch.float32 if parts > 1 else weight.dtype
+    return torch.empty(parts, weight.shape[0], dtype=dtype, device=weight.device)
