@@ -18,6 +18,14 @@ def ref64(x, r, w, eps):
     return t * torch.rsqrt(t.pow(2).mean(-1, keepdim=True) + eps) * w, t
 
 
+def backward64(dy, x, r, w):
+    """rstd of t = x + r (eps 1e-6), and dx, dw from kernels/backward.py's formula, all float64."""
+    t = x.double() + r.double()
+    rstd = torch.rsqrt(t.pow(2).mean(-1) + 1e-6)
+    t_hat, g = t * rstd[:, None], dy.double() * w.double()
+    return rstd, rstd[:, None] * (g - t_hat * (g * t_hat).mean(-1, keepdim=True)), (dy.double() * t_hat).sum(0)
+
+
 def grads(fn, x, r, w, dy, dres):
     x, r, w = (t.detach().clone().requires_grad_() for t in (x, r, w))
     y, res = fn(x, r, w)
@@ -54,14 +62,11 @@ def test_backward_paths_stay_finite_where_dy_w_t_overflows_float32(cfg, device):
     r = torch.zeros_like(x)
     dy = rand((rows, n), torch.float32, device, seed=2, scale=1e11)
     w = torch.full((n,), 1e11, device=device)
-    t = x.double()
-    rstd = torch.rsqrt(t.pow(2).mean(-1) + 1e-6)
+    rstd, want_dx, want_dw = backward64(dy, x, r, w)
     dx = torch.empty_like(x)
     dw = backward_rows(dy, None, x, r, w, rstd.float(), dx, cfg=cfg)
-    t_hat, g = t * rstd[:, None], dy.double() * w.double()
-    want_dx = rstd[:, None] * (g - t_hat * (g * t_hat).mean(-1, keepdim=True))
     torch.testing.assert_close(dx.double(), want_dx, rtol=1e-4, atol=1e-5 * want_dx.abs().max().item())
-    torch.testing.assert_close(dw.double(), (dy.double() * t_hat).sum(0), rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(dw.double(), want_dw, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("n", [300, 20000])
@@ -70,11 +75,9 @@ def test_one_program_writes_dweight_in_the_weight_dtype(n, device):
     # weight's dtype (rounded once), with no reduction or cast kernel after it.
     x, r, dy = (rand((1, n), torch.bfloat16, device, seed=s) for s in (1, 2, 3))
     w = rand((n,), torch.bfloat16, device, seed=4)
-    t = x.double() + r.double()
-    rstd = torch.rsqrt(t.pow(2).mean(-1) + 1e-6)
+    rstd, _, want = backward64(dy, x, r, w)
     dw = backward_rows(dy, None, x, r, w, rstd.float(), torch.empty_like(x))
     assert dw.dtype == torch.bfloat16 and dw.shape == (n,)
-    want = (dy.double() * t * rstd[:, None]).sum(0)
     torch.testing.assert_close(dw.double(), want, rtol=2.0**-7, atol=1e-6)
 
 
@@ -105,14 +108,10 @@ def test_backward_at_scale_on_gpu(rows, n):
     # program (rows path), against the float64 formula on the same fp32 rstd.
     x, r, dy = (torch.randn(rows, n, dtype=torch.bfloat16, device="cuda") for _ in range(3))
     w = torch.randn(n, dtype=torch.bfloat16, device="cuda")
-    t = x.double() + r.double()
-    rstd = torch.rsqrt(t.pow(2).mean(-1) + 1e-6)
+    rstd, want_dx, want_dw = backward64(dy, x, r, w)
     dx = torch.empty_like(x)
     dw = backward_rows(dy, None, x, r, w, rstd.float(), dx)
-    t_hat, g = t * rstd[:, None], dy.double() * w.double()
-    want_dx = rstd[:, None] * (g - t_hat * (g * t_hat).mean(-1, keepdim=True))
     torch.testing.assert_close(dx.double(), want_dx, rtol=2.0**-7, atol=1e-3 * want_dx.abs().max().item())
-    want_dw = (dy.double() * t_hat).sum(0)
     torch.testing.assert_close(dw.double(), want_dw, rtol=1e-4, atol=1e-4 * want_dw.abs().max().item())
 
 
@@ -165,11 +164,9 @@ def test_backward_settings_match_float64(cfg, with_dres, device):
     n, rows = 40, 37
     x, r, dy, dres = (rand((rows, n), torch.float32, device, seed=s) for s in (1, 2, 3, 5))
     w = rand((n,), torch.float32, device, seed=4)
-    t = (x.double() + r.double())
-    rstd = torch.rsqrt(t.pow(2).mean(-1) + 1e-6)
+    rstd, want_dx, want_dw = backward64(dy, x, r, w)
     dx = torch.empty_like(x)
     dw = backward_rows(dy, dres if with_dres else None, x, r, w, rstd.float(), dx, cfg=cfg)
-    t_hat, g = t * rstd[:, None], dy.double() * w.double()
-    want_dx = rstd[:, None] * (g - t_hat * (g * t_hat).mean(-1, keepdim=True)) + (dres.double() if with_dres else 0)
+    want_dx = want_dx + (dres.double() if with_dres else 0)
     torch.testing.assert_close(dx.double(), want_dx, rtol=1e-4, atol=1e-5)
-    torch.testing.assert_close(dw.double(), (dy.double() * t_hat).sum(0), rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(dw.double(), want_dw, rtol=1e-4, atol=1e-4)
