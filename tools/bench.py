@@ -68,14 +68,15 @@ def asv(*args: str, env: dict | None = None, check: bool = True) -> int:
     return subprocess.run(cmd, cwd=ROOT, env=env, check=check).returncode
 
 
+def git_rev(*args: str) -> str:
+    """Output of ``git ARGS`` in this repo, stripped."""
+    return subprocess.run(["git", *args], cwd=ROOT, check=True, capture_output=True, text=True).stdout.strip()
+
+
 def commits(revs: list[str]) -> list[str]:
     """Full hashes, oldest first; a bare REV means that one commit."""
-    out = []
-    for rev in revs:
-        spec = [rev] if ".." in rev else ["-1", rev]
-        out += subprocess.run(["git", "rev-list", "--reverse", *spec], cwd=ROOT, check=True,
-                              capture_output=True, text=True).stdout.split()
-    return out
+    specs = [[rev] if ".." in rev else ["-1", rev] for rev in revs]
+    return [c for spec in specs for c in git_rev("rev-list", "--reverse", *spec).split()]
 
 
 def run(revs: list[str], wheels: str | None, asv_args: list[str]) -> None:
@@ -160,10 +161,6 @@ def gate(base: str, head: str, wheels: str | None, summary: str | None,
     else:
         print(text)
     return 1 if failed else 0
-
-
-def git_rev(*args: str) -> str:
-    return subprocess.run(["git", *args], cwd=ROOT, check=True, capture_output=True, text=True).stdout.strip()
 
 
 def bisect(commit_range: str, bench: str, wheels: str | None) -> int:
