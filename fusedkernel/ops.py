@@ -24,9 +24,9 @@ def _forward(x: Tensor, residual: Tensor, weight: Tensor, eps: float, res_mode: 
     tracing cannot see live here.
     """
     # A lazy negation view: the kernel reads raw memory and would miss the sign.
-    for name, t in (("x", x), ("residual", residual), ("weight", weight)):
-        if t.is_neg():
-            raise ValueError(f"{name} is a lazy negation view; pass {name}.resolve_neg()")
+    if x.is_neg() or residual.is_neg() or weight.is_neg():
+        name = "x" if x.is_neg() else "residual" if residual.is_neg() else "weight"
+        raise ValueError(f"{name} is a lazy negation view; pass {name}.resolve_neg()")
     if res_mode == "inplace":
         check_inplace(x, residual, weight)
     # Outputs are contiguous whatever x's row stride (empty_like alone would copy it).
@@ -83,7 +83,7 @@ def _bwd_op(dy: Tensor, dres: Tensor | None, x: Tensor, residual: Tensor, weight
     dres2 = None if dres is None else dres.resolve_neg().contiguous().view(-1, n)
     dw = backward_rows(dy2, dres2, rows_view(x, "x"), rows_view(residual, "residual"), weight, rstd,
                        dx.view(-1, n))
-    return dx, dw.to(weight.dtype)
+    return dx, dw
 
 
 @_bwd_op.register_fake
@@ -95,6 +95,10 @@ def _setup_context(ctx, inputs, output):
     x, residual, weight, _eps, return_residual = inputs
     ctx.save_for_backward(x, residual, weight, output[2])
     ctx.return_residual = return_residual
+    # Outputs without a gradient (rstd always, y or the residual output often)
+    # come to _backward as None, not as zeros that autograd would fill with a
+    # kernel launch each.
+    ctx.set_materialize_grads(False)
 
 
 def _backward(ctx, dy, dres, _drstd):

@@ -134,6 +134,29 @@ def test_more_than_2_31_elements():
 
 
 @pytest.mark.cuda
+def test_triton_launch_hooks_see_every_launch():
+    # Repeat calls skip Triton's Python launcher, which calls the launch
+    # hooks (a profiler's); with a hook set, launches go through it again.
+    import triton
+
+    x, r = torch.randn(2, 4096, device="cuda"), torch.randn(2, 4096, device="cuda")
+    w = torch.randn(4096, device="cuda")
+    want = add_rmsnorm(x, r, w)
+    seen = []
+
+    def hook(metadata):
+        seen.append(metadata.get()["name"])
+
+    triton.knobs.runtime.launch_enter_hook.add(hook)
+    try:
+        y = add_rmsnorm(x, r, w)
+    finally:
+        triton.knobs.runtime.launch_enter_hook.remove(hook)
+    assert seen == ["_rows_kernel"]
+    torch.testing.assert_close(y, want, rtol=0, atol=0)
+
+
+@pytest.mark.cuda
 @pytest.mark.parametrize("rows, n", [(4096, 65536), (3, 262144), (1000, 100003)])
 def test_wide_rows_many_programs_on_gpu(rows, n):
     # The split path with many more programs than fit on the GPU at once.

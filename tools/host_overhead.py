@@ -36,23 +36,25 @@ def per_call_us(fn, n=2000, sync_each=False):
 def breakdown(x, r, w, y):
     """Each step of add_rmsnorm's eager no-grad path, timed alone."""
     fusedkernel.add_rmsnorm(x, r, w)  # fills the launcher's cache of compiled kernels
-    (key, (run, function, metadata, compiled)), = [
-        (k, v) for k, v in launch._compiled.items() if k[2] == x.dtype and not k[5]]
+    (key, (run, function, metadata, cooperative, pdl)), = [
+        (k, v) for k, v in launch._compiled.items() if k[2] == x.dtype and not k[5] and not k[6]]
     cfg, n = key[0], x.shape[-1]
     grid = -(-x.numel() // n // cfg.block_m) * cfg.splits
-    args = (x, r, w, y, None, None, None, None, x.numel() // n, n, n, n, n, 0, 1e-6,
+    tail = (None, None, None, None, x.numel() // n, n, n, n, n, 0, 1e-6,
             cfg.block_m, cfg.block_n, cfg.splits, 1, False, False)
+    args = (x, r, w, y, *tail)
     stream = torch.cuda.current_stream().cuda_stream
+    ptrs = (x.data_ptr(), r.data_ptr(), w.data_ptr(), y.data_ptr())
     steps = {
         "torch.add(x, r, out=y)": lambda: torch.add(x, r, out=y),
         "check_inputs": lambda: _validation.check_inputs(x, r, w, 1e-6),
-        "torch.empty(shape, dtype, device)": lambda: torch.empty(x.shape, dtype=x.dtype, device=x.device),
         "torch.empty_like(x, contiguous)": lambda: torch.empty_like(x, memory_format=torch.contiguous_format),
         "forward_config": lambda: config.forward_config(n, x.element_size(), False),
-        "torch.cuda.current_device()": torch.cuda.current_device,
-        "Triton launcher only (CompiledKernel.run)": lambda: run(
-            grid, 1, 1, stream, function, metadata, None, None, None, *args),
-        "CompiledKernel[grid](*args)": lambda: compiled[(grid, 1, 1)](*args),
+        "4 x data_ptr()": lambda: (x.data_ptr(), r.data_ptr(), w.data_ptr(), y.data_ptr()),
+        "Triton's C launcher (pointers as ints)": lambda: run(
+            grid, 1, 1, stream, function, cooperative, pdl, None, None, metadata, None, None, None, *ptrs, *tail),
+        "Triton's C launcher (tensors)": lambda: run(
+            grid, 1, 1, stream, function, cooperative, pdl, None, None, metadata, None, None, None, *args),
         "forward_rows (launch path)": lambda: launch.forward_rows(x, r, w, 1e-6, y),
         "ops._forward (+ empty)": lambda: ops._forward(x, r, w, 1e-6, None, False),
         "add_rmsnorm (all)": lambda: fusedkernel.add_rmsnorm(x, r, w),

@@ -77,7 +77,7 @@ def main() -> None:
                 dw = backward_rows(dy, None, x, r, w, rstd, dx, cfg=cfg)
                 err_dx = ((dx.double() - want_dx).abs().max() / want_dx.abs().max()).item()
                 err_dw = ((dw.double() - want_dw).abs().max() / want_dw.abs().max()).item()
-                if not (err_dx < 2 * 2.0 ** -7 and err_dw < 1e-4):
+                if not (err_dx < 2 * 2.0 ** -7 and err_dw < 2.0 ** -8):  # dw rounded once to bf16
                     raise ValueError(f"wrong result: relative error dx {err_dx:.3g}, dw {err_dw:.3g}")
             except Exception as e:  # noqa: BLE001 - report and go on
                 print(f"| {dname} | {rows}x{n} | {cfg.path} | {cfg.block_m} | {cfg.block_n} | {cfg.num_warps} | "

@@ -19,7 +19,12 @@ config.py):
   twice: 7 row-trips, but every SM is busy however few the rows, and dw_part
   holds one row of N per row group, not per program.
 
-The caller sums dw_part over its first axis.
+Where more than one program holds rows, dw_part is summed over its first
+axis in a fixed order (deterministic) and rounded to weight's dtype: by
+``_dw_sum_kernel``, one small launch where torch's sum and cast were two; or,
+where the rows kernel's grid is at most one program per SM (decode), by the
+rows kernel itself after a grid-wide wait (GPU only: the interpreter runs
+programs one by one).
 """
 
 import triton
@@ -28,9 +33,10 @@ import triton.language as tl
 
 @triton.jit(do_not_specialize=["n_rows"])
 def _bwd_rows_kernel(
-    dy_ptr, dres_ptr, x_ptr, r_ptr, w_ptr, rstd_ptr, dx_ptr, dw_part_ptr,
+    dy_ptr, dres_ptr, x_ptr, r_ptr, w_ptr, rstd_ptr, dx_ptr, dw_part_ptr, dw_ptr, count_ptr,
     n_rows, n_cols, stride_dy, stride_dres, stride_x, stride_r, stride_dx,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HAS_DRES: tl.constexpr,
+    SUM_P: tl.constexpr, SUM_N: tl.constexpr,
 ):
     # Whole rows in registers (BLOCK_N >= n_cols), BLOCK_M rows per step.
     pid = tl.program_id(0)
@@ -60,6 +66,38 @@ def _bwd_rows_kernel(
         tl.store(dx_ptr + rows[:, None] * stride_dx + cols[None, :], dt.to(dx_ptr.dtype.element_ty), mask=mask)
         dw += dy * t_hat
     tl.store(dw_part_ptr + pid.to(tl.int64) * n_cols + cols, tl.sum(dw, axis=0), mask=col_ok)
+    if SUM_N > 0:
+        _sum_after_barrier(dw_part_ptr, dw_ptr, count_ptr, pid, n_progs, n_cols, SUM_P, SUM_N)
+
+
+@triton.jit
+def _sum_after_barrier(dw_part_ptr, dw_ptr, count_ptr, pid, n_progs, n_cols,
+                       SUM_P: tl.constexpr, SUM_N: tl.constexpr):
+    # Every program waits for all the grid's shares, then sums its SUM_N
+    # columns of them (in share order: deterministic) into dw, rounded to
+    # dw's dtype: no reduction kernel after the backward (a decode step's
+    # shares are in L2, the launch would cost more than the sum).
+    #
+    # Waiting on the whole grid cannot deadlock when every program is
+    # resident at once: the caller launches at most one program per SM.
+    # count_ptr[0] only grows: after k launches it is k * n_progs (the
+    # forward's split exchange uses the same scheme); callers keep one
+    # counter per grid size.
+    tl.debug_barrier()
+    seen = tl.atomic_add(count_ptr, 1, sem="release") + 1
+    target = (seen + n_progs - 1) // n_progs * n_progs
+    while seen < target:
+        seen = tl.atomic_add(count_ptr, 0, sem="acquire")
+    tl.debug_barrier()
+    cols = pid * SUM_N + tl.arange(0, SUM_N)
+    col_ok = cols < n_cols
+    acc = tl.zeros([SUM_P, SUM_N], dtype=tl.float32)
+    for start in tl.range(0, n_progs, SUM_P):
+        ps = start + tl.arange(0, SUM_P).to(tl.int64)
+        # .cg: read from L2; L1 is not coherent across SMs and may hold a stale line.
+        acc += tl.load(dw_part_ptr + ps[:, None] * n_cols + cols[None, :],
+                       mask=(ps < n_progs)[:, None] & col_ok[None, :], other=0.0, cache_modifier=".cg")
+    tl.store(dw_ptr + cols, tl.sum(acc, axis=0).to(dw_ptr.dtype.element_ty), mask=col_ok)
 
 
 @triton.jit(do_not_specialize=["n_rows"])
@@ -123,3 +161,17 @@ def _bwd_columns_kernel(
         tl.store(dx_ptr + rows[:, None] * stride_dx + cols[None, :], dt.to(dx_ptr.dtype.element_ty), mask=m)
         dw += dy * t_hat
     tl.store(dw_part_ptr + group.to(tl.int64) * n_cols + cols, tl.sum(dw, axis=0), mask=col_ok)
+
+
+@triton.jit
+def _dw_sum_kernel(part_ptr, dw_ptr, n_parts, n_cols, BLOCK_P: tl.constexpr, BLOCK_N: tl.constexpr):
+    # dw[cols] = sum over the n_parts fp32 rows of dw_part; one program per
+    # BLOCK_N columns, BLOCK_P rows per step, the rows' order fixed.
+    cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    col_ok = cols < n_cols
+    acc = tl.zeros([BLOCK_P, BLOCK_N], dtype=tl.float32)
+    for start in tl.range(0, n_parts, BLOCK_P):
+        rows = start + tl.arange(0, BLOCK_P).to(tl.int64)
+        acc += tl.load(part_ptr + rows[:, None] * n_cols + cols[None, :],
+                       mask=(rows < n_parts)[:, None] & col_ok[None, :], other=0.0)
+    tl.store(dw_ptr + cols, tl.sum(acc, axis=0).to(dw_ptr.dtype.element_ty), mask=col_ok)

@@ -145,3 +145,15 @@ def backward_config(n_cols: int) -> BackwardConfig:
     block_m = max(1, BWD_NARROW_TILE_ELEMS // block_n)
     return BackwardConfig("rows", block_m, block_n, max(4, min(16, block_n // 512)),
                           max(2, BWD_ELEMS_PER_SM // (block_m * block_n)))
+
+# Sum of the backward's per-program dweight shares (_dw_sum_kernel): 16
+# columns per program, 64 shares per step, 4 warps. On the H200
+# (docs/tuning.md, "dweight sum"), over 8 (shares, N) cases from (32, 4096) to
+# (1056, 512) and (5, 262144), its time was 0.68 of torch's sum + cast on
+# average; the untuned 256 x 8 was 2.5x torch's.
+DW_SUM_BLOCK_N = 16
+DW_SUM_BLOCK_P = 64
+DW_SUM_WARPS = 4
+# The rows kernel's own sum after its grid-wide wait (grids of at most one
+# program per SM): shares x columns per step.
+BWD_SUM_TILE_ELEMS = 4096

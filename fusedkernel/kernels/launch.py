@@ -9,8 +9,9 @@ import torch
 import triton
 
 from .._validation import row_stride
-from .config import BackwardConfig, ForwardConfig, backward_config, forward_config
-from .backward import _bwd_columns_kernel, _bwd_dot_kernel, _bwd_rows_kernel
+from .config import (BWD_SUM_TILE_ELEMS, DW_SUM_BLOCK_N, DW_SUM_BLOCK_P, DW_SUM_WARPS, BackwardConfig, ForwardConfig,
+                     backward_config, forward_config)
+from .backward import _bwd_columns_kernel, _bwd_dot_kernel, _bwd_rows_kernel, _dw_sum_kernel
 from .forward import _looped_kernel, _rows_kernel
 
 # Triton picks the interpreter when a kernel is decorated, so read the same
@@ -20,17 +21,20 @@ INTERPRET = bool(triton.knobs.runtime.interpret)
 _counters: dict[tuple[int, int, int], torch.Tensor] = {}
 
 
-def _counter_buffer(device: torch.device, n: int, splits: int) -> torch.Tensor:
-    """int64 arrival counters for the split path, at least ``n`` of them.
+def _counter_buffer(device: torch.device, n: int, period: int) -> torch.Tensor:
+    """int64 arrival counters, at least ``n`` of them, for programs that wait for each other.
 
-    The kernel leaves every counter at a multiple of ``splits`` (it never
-    resets them), so one zero-initialised buffer per (device, stream, splits)
-    is reused without a memset. During CUDA-graph capture a fresh buffer is
-    allocated instead: its memset is captured and replays with the graph.
+    Every launch that uses a counter adds exactly ``period`` to it (the
+    forward's split path: the row group's splits; the backward's grid-wide
+    wait: its grid size) and never resets it, so counters stay at multiples
+    of ``period`` and one zero-initialised buffer per (device, stream, period)
+    is reused without a memset, by both. During CUDA-graph capture a fresh
+    buffer is allocated instead: its memset is captured and replays with the
+    graph.
     """
     if torch.cuda.is_current_stream_capturing():
         return torch.zeros(n, dtype=torch.int64, device=device)
-    key = (device.index, torch.cuda.current_stream(device).cuda_stream, splits)
+    key = (device.index, torch.cuda.current_stream(device).cuda_stream, period)
     buf = _counters.get(key)
     if buf is None or buf.numel() < n:
         buf = torch.zeros(max(n, 2 * (0 if buf is None else buf.numel())), dtype=torch.int64, device=device)
@@ -42,20 +46,24 @@ def _counter_buffer(device: torch.device, n: int, splits: int) -> torch.Tensor:
 # pointer 16-byte aligned, every int argument divisible by 16 and < 2**31.
 # Triton specializes a kernel on exactly these facts (besides dtypes, None
 # arguments and constexprs, which are in the key with the device), so one
-# compiled kernel serves every such launch. Calling its launcher directly
-# skips JITFunction.run's per-call argument binding and cache-key
-# construction, and CompiledKernel.__getitem__'s closure: most of the host
-# time of a small call.
+# compiled kernel serves every such launch. Its C launcher is then called
+# directly, with the pointers as ints: that skips JITFunction.run's argument
+# binding and cache key, CompiledKernel's Python wrappers, and the launcher's
+# per-pointer data_ptr() call and cuPointerGetAttribute check (the tensors
+# were validated on the caller's side): 22 -> 11 µs of host time per decode
+# call on the H200 (docs/performance.md, "Decode host time").
 _compiled: dict[tuple, tuple] = {}
-_FAST = triton.__version__.startswith("3.6") and not INTERPRET
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # absent from CPU builds
+_FAST = triton.__version__.startswith("3.6") and not INTERPRET and _raw_stream is not None
+# torch.cuda.current_device() without its lazy-init check (the tensors are
+# already on the GPU): a tenth of the host time.
+_current_device = getattr(torch._C, "_cuda_getDevice", torch.cuda.current_device)
 _knobs = triton.knobs.runtime
 
 
-def _aligned(tensors: tuple, ints: tuple, n_rows: int) -> bool:
-    # n_rows is not specialized (only its int32/int64 type is). None pointers
-    # are constexprs, part of the key.
-    return (n_rows < 2**31 and not any(t is not None and t.data_ptr() & 15 for t in tensors)
-            and not any(i & 15 or i >= 2**31 for i in ints))
+def _hooked(hook) -> bool:
+    # Triton 3.6's hooks are HookChains, never None: a hook is set when the chain has calls.
+    return hook is not None and bool(getattr(hook, "calls", True))
 
 
 def _launch(kernel, grid: int, key: tuple, args: tuple, num_warps: int, n_ptrs: int, device: int) -> None:
@@ -66,19 +74,29 @@ def _launch(kernel, grid: int, key: tuple, args: tuple, num_warps: int, n_ptrs: 
     the row strides), then eps and the constexprs. Launches on the current
     device, which must be ``device``, and its current stream.
     """
-    if _FAST and _aligned(args[:n_ptrs], args[n_ptrs + 1:n_ptrs + 6], args[n_ptrs]):
-        entry = _compiled.get(key)
-        if entry is None:
-            compiled = kernel[(grid,)](*args, num_warps=num_warps)
-            _compiled[key] = (compiled.run, compiled.function, compiled.packed_metadata, compiled)
-            return
-        run, function, metadata, compiled = entry
-        if _knobs.launch_enter_hook is None:
-            run(grid, 1, 1, torch._C._cuda_getCurrentRawStream(device), function, metadata, None,
-                None, _knobs.launch_exit_hook, *args)
-        else:  # a profiler's hook wants the launch metadata
-            compiled[(grid, 1, 1)](*args)
-        return
+    if _FAST:
+        ptrs = [t if t is None else t.data_ptr() for t in args[:n_ptrs]]
+        bits = 0
+        for p in ptrs:
+            if p is not None:
+                bits |= p
+        n_rows, *ints = args[n_ptrs:n_ptrs + 6]
+        if not (bits | ints[0] | ints[1] | ints[2] | ints[3] | ints[4]) & 15 and max(n_rows, *ints) < 2**31:
+            entry = _compiled.get(key)
+            # A profiler's launch hooks want launch metadata: the JIT path gives it.
+            if entry is not None and not (_hooked(_knobs.launch_enter_hook) or _hooked(_knobs.launch_exit_hook)):
+                launch, function, metadata, cooperative, pdl = entry
+                launch(grid, 1, 1, _raw_stream(device), function, cooperative, pdl, None, None, metadata,
+                       None, None, None, *ptrs, *args[n_ptrs:])
+                return
+            if entry is None:
+                compiled = kernel[(grid,)](*args, num_warps=num_warps)
+                run = compiled.run
+                # Kernels that need scratch memory get it from CudaLauncher.__call__.
+                if not (run.global_scratch_size or run.profile_scratch_size):
+                    _compiled[key] = (run.launch, compiled.function, compiled.packed_metadata,
+                                      run.launch_cooperative_grid, run.launch_pdl)
+                return
     kernel[(grid,)](*args, num_warps=num_warps)
 
 
@@ -110,25 +128,26 @@ def forward_rows(x: torch.Tensor, r: torch.Tensor, weight: torch.Tensor, eps: fl
     stride_res = row_stride(res, "residual output") if res is not None else 0
     common = (n_rows, n_cols, stride_x, stride_r, row_stride(y, "y"), stride_res, eps)
     device = x.get_device()
-    key = (cfg, device, x.dtype, weight.dtype, y.dtype, res is not None, rstd is not None)
     # Triton launches on the current device: switch only when it differs.
-    switch = device >= 0 and device != torch.cuda.current_device()
-    with torch.cuda.device(device) if switch else nullcontext():
-        if cfg.path == "looped":
-            _launch(_looped_kernel, n_rows, key, (x, r, weight, y, res, rstd, *common, cfg.block_n,
-                                                  res is not None, rstd is not None), cfg.num_warps, 6, device)
-            return
-        # Plain integer arithmetic: triton.cdiv and triton.next_power_of_2 are
-        # ConstexprFunctions in Triton 3.6, ~2 us of host time per call each.
-        groups = -(-n_rows // cfg.block_m)
-        parts = counts = None  # SPLITS == 1: no exchange
-        if cfg.splits > 1:
-            parts = torch.empty(groups * cfg.splits * cfg.block_m, dtype=torch.float32, device=x.device)
-            counts = _counter_buffer(x.device, groups, cfg.splits)
-        _launch(_rows_kernel, groups * cfg.splits, key,
-                (x, r, weight, y, res, rstd, parts, counts, *common, cfg.block_m, cfg.block_n,
-                 cfg.splits, 1 << (cfg.splits - 1).bit_length(), res is not None, rstd is not None),
-                cfg.num_warps, 8, device)
+    if device >= 0 and device != _current_device():
+        with torch.cuda.device(device):
+            return forward_rows(x, r, weight, eps, y, res, rstd, cfg)
+    key = (cfg, device, x.dtype, weight.dtype, y.dtype, res is not None, rstd is not None)
+    if cfg.path == "looped":
+        _launch(_looped_kernel, n_rows, key, (x, r, weight, y, res, rstd, *common, cfg.block_n,
+                                              res is not None, rstd is not None), cfg.num_warps, 6, device)
+        return
+    # Plain integer arithmetic: triton.cdiv and triton.next_power_of_2 are
+    # ConstexprFunctions in Triton 3.6, ~2 us of host time per call each.
+    groups = -(-n_rows // cfg.block_m)
+    parts = counts = None  # SPLITS == 1: no exchange
+    if cfg.splits > 1:
+        parts = torch.empty(groups * cfg.splits * cfg.block_m, dtype=torch.float32, device=x.device)
+        counts = _counter_buffer(x.device, groups, cfg.splits)
+    _launch(_rows_kernel, groups * cfg.splits, key,
+            (x, r, weight, y, res, rstd, parts, counts, *common, cfg.block_m, cfg.block_n,
+             cfg.splits, 1 << (cfg.splits - 1).bit_length(), res is not None, rstd is not None),
+            cfg.num_warps, 8, device)
 
 
 @functools.lru_cache(maxsize=16)
@@ -141,9 +160,10 @@ def backward_rows(dy2: torch.Tensor, dres2: torch.Tensor | None, x2: torch.Tenso
                   cfg: BackwardConfig | None = None) -> torch.Tensor:
     """Write dx2 (= d residual) for 2-D row views and return dweight (N,).
 
-    dweight is float32, summed over the programs' fp32 shares; where one
-    program holds every row (a decode step) it is its one share, written in
-    weight's dtype by the kernel: no reduction or cast kernel follows.
+    dweight is in weight's dtype: the programs' fp32 shares summed in fp32
+    and rounded once. Where one program holds every row (a decode step) its
+    share is final and the backward kernel stores it rounded: no reduction
+    kernel follows.
 
     ``rstd`` is the forward's float32 rstd per row; ``dres2`` the gradient of
     the residual output, if any. Launches on x2's device and current stream.
@@ -179,9 +199,34 @@ def backward_rows(dy2: torch.Tensor, dres2: torch.Tensor | None, x2: torch.Tenso
             # At most one program per row block: each writes its whole dw_part row.
             n_progs = max(1, min(row_blocks, per_device))
             dw_part = _dw_parts(n_progs, weight)
-            _bwd_rows_kernel[(n_progs,)](dy2, dres_arg, x2, r2, weight, rstd, dx2, dw_part, n_rows, n_cols,
-                                         *strides, **meta)
-    return dw_part[0] if len(dw_part) == 1 else dw_part.sum(0)
+            dw = count = None
+            sum_p = sum_n = 0
+            # A grid of at most one program per SM is resident at once, so it
+            # can wait for itself and sum dw_part in the same launch.
+            if 1 < n_progs and not INTERPRET and n_progs <= _sm_count(torch.cuda.current_device()):
+                dw = torch.empty_like(weight)
+                count = _counter_buffer(x2.device, 1, n_progs)
+                sum_n = 1 << (-(-n_cols // n_progs) - 1).bit_length()
+                sum_p = min(1 << (n_progs - 1).bit_length(), max(1, BWD_SUM_TILE_ELEMS // sum_n))
+            _bwd_rows_kernel[(n_progs,)](dy2, dres_arg, x2, r2, weight, rstd, dx2, dw_part, dw, count, n_rows,
+                                         n_cols, *strides, SUM_P=sum_p, SUM_N=sum_n, **meta)
+            if dw is not None:
+                return dw
+        return dw_part[0] if len(dw_part) == 1 else sum_shares(dw_part, weight.dtype)
+
+
+def sum_shares(dw_part: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Sum the backward's fp32 dweight shares (P, N) over P, in a fixed order; return (N,) in ``dtype``.
+
+    One launch on the current device and stream, summing in fp32 and rounding
+    once (torch's ``dw_part.sum(0).to(dtype)`` is two). dw_part must be a
+    contiguous float32 tensor of at least one row.
+    """
+    n_parts, n_cols = dw_part.shape
+    dw = torch.empty(n_cols, dtype=dtype, device=dw_part.device)
+    _dw_sum_kernel[(-(-n_cols // DW_SUM_BLOCK_N),)](dw_part, dw, n_parts, n_cols, BLOCK_P=DW_SUM_BLOCK_P,
+                                                    BLOCK_N=DW_SUM_BLOCK_N, num_warps=DW_SUM_WARPS)
+    return dw
 
 
 def _dw_parts(parts: int, weight: torch.Tensor) -> torch.Tensor:
