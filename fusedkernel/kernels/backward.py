@@ -147,14 +147,17 @@ def _bwd_columns_kernel(
         rows = start + tl.arange(0, BLOCK_M).to(tl.int64)
         row_ok = rows < n_rows
         m = row_ok[:, None] & col_ok[None, :]
-        dot = tl.sum(tl.load(dot_ptr + ks[:, None].to(tl.int64) * n_rows + rows[None, :],
-                             mask=(ks < n_chunks)[:, None] & row_ok[None, :], other=0.0), axis=0)
         rstd = tl.load(rstd_ptr + rows, mask=row_ok, other=0.0)
-        c = dot / n_cols
         t_hat = (tl.load(x_ptr + rows[:, None] * stride_x + cols[None, :], mask=m, other=0.0).to(tl.float32)
                  + tl.load(r_ptr + rows[:, None] * stride_r + cols[None, :], mask=m, other=0.0).to(tl.float32)
                  ) * rstd[:, None]
         dy = tl.load(dy_ptr + rows[:, None] * stride_dy + cols[None, :], mask=m, other=0.0).to(tl.float32)
+        # The row's dot products after the tile's loads: written before them,
+        # fp32 256 x 131072 took 266 µs instead of 233 on the H200 (the
+        # compiler waited on the small gather before issuing the big loads).
+        dot = tl.sum(tl.load(dot_ptr + ks[:, None].to(tl.int64) * n_rows + rows[None, :],
+                             mask=(ks < n_chunks)[:, None] & row_ok[None, :], other=0.0), axis=0)
+        c = dot / n_cols
         dt = rstd[:, None] * (dy * w[None, :] - t_hat * c[:, None])
         if HAS_DRES:
             dt += tl.load(dres_ptr + rows[:, None] * stride_dres + cols[None, :], mask=m, other=0.0).to(tl.float32)

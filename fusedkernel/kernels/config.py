@@ -146,14 +146,23 @@ def backward_config(n_cols: int) -> BackwardConfig:
     return BackwardConfig("rows", block_m, block_n, max(4, min(16, block_n // 512)),
                           max(2, BWD_ELEMS_PER_SM // (block_m * block_n)))
 
-# Sum of the backward's per-program dweight shares (_dw_sum_kernel): 16
-# columns per program, 64 shares per step, 4 warps. On the H200
-# (docs/tuning.md, "dweight sum"), over 8 (shares, N) cases from (32, 4096) to
-# (1056, 512) and (5, 262144), its time was 0.68 of torch's sum + cast on
-# average; the untuned 256 x 8 was 2.5x torch's.
-DW_SUM_BLOCK_N = 16
-DW_SUM_BLOCK_P = 64
+# Sum of the backward's per-program dweight shares (_dw_sum_kernel), tiles of
+# DW_SUM_TILE_ELEMS: as many shares per step as there are, up to 64, then
+# columns to fill the tile (16 at 64 shares), 4 warps. On the H200
+# (docs/tuning.md, "dweight sum"): 16 x 64 was 0.68 of torch's sum + cast on
+# average over 8 (shares, N) cases from (32, 4096) and (1056, 512) to
+# (5, 262144); the untuned 256 x 8 was 2.5x torch's.
+DW_SUM_TILE_ELEMS = 1024
+DW_SUM_MAX_P = 64
 DW_SUM_WARPS = 4
+
+
+def dw_sum_config(n_parts: int) -> tuple[int, int]:
+    """(shares per step, columns per program) for summing ``n_parts`` >= 1 dweight shares."""
+    block_p = min(DW_SUM_MAX_P, 1 << (n_parts - 1).bit_length())
+    return block_p, max(16, DW_SUM_TILE_ELEMS // block_p)
+
+
 # The rows kernel's own sum after its grid-wide wait (grids of at most one
 # program per SM): shares x columns per step.
 BWD_SUM_TILE_ELEMS = 4096

@@ -9,8 +9,8 @@ import torch
 import triton
 
 from .._validation import row_stride
-from .config import (BWD_SUM_TILE_ELEMS, DW_SUM_BLOCK_N, DW_SUM_BLOCK_P, DW_SUM_WARPS, BackwardConfig, ForwardConfig,
-                     backward_config, forward_config)
+from .config import (BWD_SUM_TILE_ELEMS, DW_SUM_WARPS, BackwardConfig, ForwardConfig, backward_config,
+                     dw_sum_config, forward_config)
 from .backward import _bwd_columns_kernel, _bwd_dot_kernel, _bwd_rows_kernel, _dw_sum_kernel
 from .forward import _looped_kernel, _rows_kernel
 
@@ -223,9 +223,10 @@ def sum_shares(dw_part: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     contiguous float32 tensor of at least one row.
     """
     n_parts, n_cols = dw_part.shape
+    block_p, block_n = dw_sum_config(n_parts)
     dw = torch.empty(n_cols, dtype=dtype, device=dw_part.device)
-    _dw_sum_kernel[(-(-n_cols // DW_SUM_BLOCK_N),)](dw_part, dw, n_parts, n_cols, BLOCK_P=DW_SUM_BLOCK_P,
-                                                    BLOCK_N=DW_SUM_BLOCK_N, num_warps=DW_SUM_WARPS)
+    _dw_sum_kernel[(-(-n_cols // block_n),)](dw_part, dw, n_parts, n_cols, BLOCK_P=block_p, BLOCK_N=block_n,
+                                             num_warps=DW_SUM_WARPS)
     return dw
 
 
