@@ -146,12 +146,14 @@ def backward_config(n_cols: int) -> BackwardConfig:
     return BackwardConfig("rows", block_m, block_n, max(4, min(16, block_n // 512)),
                           max(2, BWD_ELEMS_PER_SM // (block_m * block_n)))
 
-# Sum of the backward's per-program dweight shares (_dw_sum_kernel), tiles of
-# DW_SUM_TILE_ELEMS: as many shares per step as there are, up to 64, then
-# columns to fill the tile (16 at 64 shares), 4 warps. On the H200
-# (docs/tuning.md, "dweight sum"): 16 x 64 was 0.68 of torch's sum + cast on
-# average over 8 (shares, N) cases from (32, 4096) and (1056, 512) to
-# (5, 262144); the untuned 256 x 8 was 2.5x torch's.
+# Sum of the backward's per-program dweight shares (_dw_sum_kernel): tiles of
+# DW_SUM_TILE_ELEMS, as many shares per step as there are (at most 64) by
+# columns filling the rest (at least 16), 4 warps. H200 (docs/tuning.md,
+# "dweight sum"): 64 shares x 16 columns was the best fixed setting, 0.68 of
+# torch's sum + cast on average over 8 (shares, N) cases (the untuned
+# 8 x 256: 2.5x), but in whole backwards with 5-9 shares of wide rows up to
+# 5% slower than torch's; tiles sized by the share count were within 1.5%
+# of torch's there and 3-6% faster than it at 512-16384 wide.
 DW_SUM_TILE_ELEMS = 1024
 DW_SUM_MAX_P = 64
 DW_SUM_WARPS = 4

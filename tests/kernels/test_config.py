@@ -3,7 +3,8 @@
 import pytest
 import triton
 
-from fusedkernel.kernels.config import BWD_MAX_TILE_N, MAX_TILE_BYTES, backward_config, forward_config
+from fusedkernel.kernels.config import (BWD_MAX_TILE_N, DW_SUM_MAX_P, DW_SUM_TILE_ELEMS, MAX_TILE_BYTES,
+                                       backward_config, dw_sum_config, forward_config)
 
 # Every power of two up to 2**20 and its neighbours, plus odd and prime widths.
 WIDTHS = sorted({(1 << k) + d for k in range(21) for d in (-1, 0, 1) if (1 << k) + d >= 1}
@@ -40,3 +41,13 @@ def test_backward_table_covers_every_width(n):
         assert cfg.block_n >= n  # whole rows
     else:
         assert cfg.path == "columns" and n > BWD_MAX_TILE_N
+
+
+@pytest.mark.parametrize("n_parts", list(range(1, 130)) + [264, 528, 1056, 4096])
+def test_dweight_sum_tiles(n_parts):
+    # All the shares in one step while they fit, never more than the tile.
+    block_p, block_n = dw_sum_config(n_parts)
+    for v in (block_p, block_n):
+        assert v == triton.next_power_of_2(v)
+    assert block_p >= min(n_parts, DW_SUM_MAX_P) and block_p < 2 * n_parts
+    assert block_n >= 16 and block_p * block_n <= max(DW_SUM_TILE_ELEMS, 16 * block_p)
