@@ -71,7 +71,8 @@ def check_inputs(x: object, residual: object, weight: object, eps: object) -> fl
     if residual.dtype != x.dtype:
         raise TypeError(f"residual must have x's dtype {x.dtype}, got {residual.dtype}")
     if weight.dtype != x.dtype and weight.dtype != torch.float32:
-        raise TypeError(f"weight must be {x.dtype} (x's dtype) or torch.float32, got {weight.dtype}")
+        allowed = f"{x.dtype} (x's dtype)" + ("" if x.dtype == torch.float32 else " or torch.float32")
+        raise TypeError(f"weight must be {allowed}, got {weight.dtype}")
     if x.dim() == 0:
         raise ValueError("x must have at least one dimension (..., N), got a 0-d tensor")
     if residual.shape != x.shape:

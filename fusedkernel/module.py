@@ -27,7 +27,7 @@ class FusedAddRMSNorm(nn.Module):
     Raises:
         TypeError: hidden_size not an integer, dtype not float32/float16/
             bfloat16, eps not a real number.
-        ValueError: hidden_size < 1, eps out of range (see add_rmsnorm).
+        ValueError: hidden_size < 1 or >= 2**63, eps out of range (see add_rmsnorm).
 
     ``inplace_residual=True`` needs no gradient, and the weight is a
     Parameter: call it under ``torch.no_grad()`` or ``torch.inference_mode()``.
@@ -37,8 +37,8 @@ class FusedAddRMSNorm(nn.Module):
         super().__init__()
         if isinstance(hidden_size, bool) or not isinstance(hidden_size, numbers.Integral):
             raise TypeError(f"hidden_size must be an int, got {type(hidden_size).__name__}")
-        if hidden_size < 1:
-            raise ValueError(f"hidden_size must be >= 1, got {hidden_size}")
+        if not 1 <= hidden_size < 2**63:
+            raise ValueError(f"hidden_size must be >= 1 and < 2**63, got {hidden_size}")
         if dtype is not None and dtype not in FLOAT_DTYPES:
             raise TypeError(f"dtype must be float32, float16 or bfloat16, got {dtype}")
         self.eps = check_eps(eps)

@@ -9,6 +9,7 @@ carry fake implementations for tracing and the fused backward.
 from __future__ import annotations
 
 import torch
+import torch.autograd.forward_ad as _fwad
 from torch import Tensor
 
 from ._validation import check_inplace, check_inputs, rows_view
@@ -112,6 +113,11 @@ def _backward(ctx, dy, dres, _drstd):
 _fwd_op.register_autograd(_backward, setup_context=_setup_context)
 
 
+def _type_name(value: object) -> str:
+    t = type(value)
+    return t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
+
+
 def add_rmsnorm(x: Tensor, residual: Tensor, weight: Tensor, eps: float = 1e-6, *,
                 return_residual: bool = False, inplace_residual: bool = False):
     """Fused residual add + RMSNorm: ``y = rmsnorm(x + residual) * weight``.
@@ -163,6 +169,7 @@ def add_rmsnorm(x: Tensor, residual: Tensor, weight: Tensor, eps: float = 1e-6, 
     (vmap, grad) are not supported.
 
     Raises:
+        NotImplementedError: forward-mode AD (a dual tensor with a tangent).
         TypeError: non-tensor input, dtype not float32/float16/bfloat16,
             residual dtype != x dtype, weight dtype not x's or float32, eps not
             real, return_residual / inplace_residual not bools.
@@ -183,13 +190,20 @@ def add_rmsnorm(x: Tensor, residual: Tensor, weight: Tensor, eps: float = 1e-6, 
     """
     eps = check_inputs(x, residual, weight, eps)
     if type(return_residual) is not bool or type(inplace_residual) is not bool:
-        raise TypeError(f"return_residual and inplace_residual must be bools, got "
-                        f"{type(return_residual).__name__} and {type(inplace_residual).__name__}")
+        # The qualified name: numpy.bool_ calls itself "bool" too.
+        raise TypeError(f"return_residual and inplace_residual must be Python bools, got "
+                        f"{_type_name(return_residual)} and {_type_name(inplace_residual)}")
     if return_residual and inplace_residual:
         raise ValueError("return_residual and inplace_residual are exclusive: pick one")
     if not (x.is_cuda or (INTERPRET and x.device.type == "cpu")):
         raise ValueError(f"x must be a CUDA tensor, got device {x.device} "
                          "(CPU tensors run only under TRITON_INTERPRET=1)")
+    # A forward-AD dual tensor looks like a plain one to the kernel: its
+    # tangent would be dropped without a word (the level is -1 outside
+    # forward_ad.dual_level(), so calls outside it check one int).
+    if _fwad._current_level >= 0 and any(_fwad.unpack_dual(t).tangent is not None for t in (x, residual, weight)):
+        raise NotImplementedError("add_rmsnorm has no forward-mode AD (forward_ad dual tensors, torch.func.jvp); "
+                                  "use reverse mode (backward / autograd.grad)")
     needs_grad = torch.is_grad_enabled() and (x.requires_grad or residual.requires_grad
                                               or weight.requires_grad)
     if inplace_residual:

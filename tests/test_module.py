@@ -34,6 +34,7 @@ def test_state_dict_and_repr(device):
 
 @pytest.mark.parametrize("hidden, exc, match", [
     (0, ValueError, "hidden_size must be >= 1"), (-3, ValueError, "hidden_size must be >= 1"),
+    (10**30, ValueError, r"hidden_size must be >= 1 and < 2\*\*63, got 10+$"),
     (2.0, TypeError, "hidden_size must be an int, got float"),
     (True, TypeError, "hidden_size must be an int, got bool")])
 def test_bad_hidden_size(hidden, exc, match):

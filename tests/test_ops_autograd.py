@@ -200,3 +200,29 @@ def test_backward_sums_dweight_in_its_own_launch_on_gpu(rows, n):
         dw = backward_rows(dy, None, x, r, w, rstd.float(), dx)
         torch.testing.assert_close(dx.double(), want_dx, rtol=1e-4, atol=1e-5)
         torch.testing.assert_close(dw.double(), want_dw, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("dual", ["x", "residual", "weight"])
+def test_forward_mode_ad_is_refused(dual, device):
+    # The kernel would read the primal and drop the tangent without a word.
+    import torch.autograd.forward_ad as fwad
+
+    args = {"x": rand((3, 8), torch.float32, device), "residual": rand((3, 8), torch.float32, device, seed=1),
+            "weight": rand((8,), torch.float32, device, seed=2)}
+    with fwad.dual_level():
+        args[dual] = fwad.make_dual(args[dual], torch.ones_like(args[dual]))
+        with pytest.raises(NotImplementedError, match="no forward-mode AD"):
+            add_rmsnorm(args["x"], args["residual"], args["weight"])
+    add_rmsnorm(*(fwad.unpack_dual(t).primal for t in args.values()))  # outside the level: fine
+
+
+def test_dweight_share_sum_refuses_what_it_cannot_sum(device):
+    from fusedkernel.kernels.config import dw_sum_config
+
+    for bad in (torch.ones(5, 4, device=device).t(), torch.ones(4, 10, device=device)[:, :5],
+                torch.ones(5, device=device), torch.ones(0, 5, device=device),
+                torch.ones(3, 5, dtype=torch.float16, device=device)):
+        with pytest.raises(ValueError, match="dw_part must be a contiguous float32"):
+            sum_shares(bad, torch.float32)
+    with pytest.raises(ValueError, match="n_parts must be >= 1"):
+        dw_sum_config(0)

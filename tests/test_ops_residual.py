@@ -1,5 +1,6 @@
 """The residual stream: x + residual returned as a new tensor or written in place."""
 
+import numpy as np
 import pytest
 import torch
 
@@ -151,8 +152,10 @@ def test_inplace_bad_residual_layout_names_residual(device):
                     inplace_residual=True)
 
 
-@pytest.mark.parametrize("flags", [dict(return_residual="no"), dict(inplace_residual=1)])
-def test_residual_flags_must_be_bools(flags, device):
+@pytest.mark.parametrize("flags, got", [(dict(return_residual="no"), "got str and bool"),
+                                        (dict(inplace_residual=1), "got bool and int"),
+                                        (dict(return_residual=np.bool_(True)), "got numpy.bool")])
+def test_residual_flags_must_be_bools(flags, got, device):
     x = rand((2, 8), torch.float32, device)
-    with pytest.raises(TypeError, match="must be bools"):
+    with pytest.raises(TypeError, match=f"must be Python bools, {got}"):
         add_rmsnorm(x, x, torch.ones(8, device=device), **flags)

@@ -172,3 +172,10 @@ def test_row_overlap_matches_brute_force(n, rows_a, rows_b, stride, pa, pb):
     a, b = (pa, rows_a, s, n), (pb, rows_b, s, n)
     elements = [{p + i * s + j for i in range(r) for j in range(n)} for p, r, _, _ in (a, b)]
     assert _rows_overlap(a, b) == bool(elements[0] & elements[1])
+
+
+def test_float32_x_names_one_weight_dtype(device):
+    # x float32: weight must be float32 (the message offered float32 twice).
+    x = torch.ones(2, 8, device=device)
+    with pytest.raises(TypeError, match=r"weight must be torch.float32 \(x's dtype\), got torch.bfloat16$"):
+        add_rmsnorm(x, x, torch.ones(8, dtype=torch.bfloat16, device=device))

@@ -160,7 +160,9 @@ DW_SUM_WARPS = 4
 
 
 def dw_sum_config(n_parts: int) -> tuple[int, int]:
-    """(shares per step, columns per program) for summing ``n_parts`` >= 1 dweight shares."""
+    """(shares per step, columns per program) for summing ``n_parts`` >= 1 dweight shares; else ValueError."""
+    if n_parts < 1:
+        raise ValueError(f"n_parts must be >= 1, got {n_parts}")
     block_p = min(DW_SUM_MAX_P, 1 << (n_parts - 1).bit_length())
     return block_p, max(16, DW_SUM_TILE_ELEMS // block_p)
 

@@ -220,8 +220,11 @@ def sum_shares(dw_part: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 
     One launch on the current device and stream, summing in fp32 and rounding
     once (torch's ``dw_part.sum(0).to(dtype)`` is two). dw_part must be a
-    contiguous float32 tensor of at least one row.
+    contiguous float32 tensor of at least one row; otherwise ValueError.
     """
+    if dw_part.dim() != 2 or dw_part.shape[0] < 1 or dw_part.dtype != torch.float32 or not dw_part.is_contiguous():
+        raise ValueError(f"dw_part must be a contiguous float32 (P, N) tensor with P >= 1, got "
+                         f"{dw_part.dtype} of shape {tuple(dw_part.shape)} and strides {dw_part.stride()}")
     n_parts, n_cols = dw_part.shape
     block_p, block_n = dw_sum_config(n_parts)
     dw = torch.empty(n_cols, dtype=dtype, device=dw_part.device)
