@@ -134,6 +134,27 @@ def test_more_than_2_31_elements():
 
 
 @pytest.mark.cuda
+def test_repeat_calls_skip_tritons_python_launcher(monkeypatch):
+    # After its first launch, a call goes straight to the compiled kernel's C
+    # launcher: half of a decode step's host time. A check that could never
+    # pass (Triton 3.6's launch hooks are HookChains, never None) once sent
+    # every call through JITFunction.run unnoticed.
+    from fusedkernel.kernels import forward, launch
+
+    if not launch._FAST:
+        pytest.skip(f"direct launches are for Triton 3.6, this is {launch.triton.__version__}")
+    x, r = torch.randn(2, 4096, device="cuda"), torch.randn(2, 4096, device="cuda")
+    w = torch.randn(4096, device="cuda")
+    want = add_rmsnorm(x, r, w)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the launch went through JITFunction.run")
+
+    monkeypatch.setattr(forward._rows_kernel, "run", refuse)
+    torch.testing.assert_close(add_rmsnorm(x, r, w), want, rtol=0, atol=0)
+
+
+@pytest.mark.cuda
 def test_triton_launch_hooks_see_every_launch():
     # Repeat calls skip Triton's Python launcher, which calls the launch
     # hooks (a profiler's); with a hook set, launches go through it again.
