@@ -89,14 +89,22 @@ def _sum_after_barrier(dw_part_ptr, dw_ptr, count_ptr, pid, n_progs, n_cols,
     while seen < target:
         seen = tl.atomic_add(count_ptr, 0, sem="acquire")
     tl.debug_barrier()
-    cols = pid * SUM_N + tl.arange(0, SUM_N)
+    # .cg: read from L2; L1 is not coherent across SMs and may hold a stale line.
+    _sum_columns(dw_part_ptr, dw_ptr, n_progs, n_cols, pid, SUM_P, SUM_N, ".cg")
+
+
+@triton.jit
+def _sum_columns(part_ptr, dw_ptr, n_parts, n_cols, block,
+                 BLOCK_P: tl.constexpr, BLOCK_N: tl.constexpr, CACHE: tl.constexpr):
+    # dw[cols] = sum over the n_parts fp32 rows of part for column block
+    # ``block``, BLOCK_P rows per step in a fixed order, rounded once to dw's dtype.
+    cols = block * BLOCK_N + tl.arange(0, BLOCK_N)
     col_ok = cols < n_cols
-    acc = tl.zeros([SUM_P, SUM_N], dtype=tl.float32)
-    for start in tl.range(0, n_progs, SUM_P):
-        ps = start + tl.arange(0, SUM_P).to(tl.int64)
-        # .cg: read from L2; L1 is not coherent across SMs and may hold a stale line.
-        acc += tl.load(dw_part_ptr + ps[:, None] * n_cols + cols[None, :],
-                       mask=(ps < n_progs)[:, None] & col_ok[None, :], other=0.0, cache_modifier=".cg")
+    acc = tl.zeros([BLOCK_P, BLOCK_N], dtype=tl.float32)
+    for start in tl.range(0, n_parts, BLOCK_P):
+        rows = start + tl.arange(0, BLOCK_P).to(tl.int64)
+        acc += tl.load(part_ptr + rows[:, None] * n_cols + cols[None, :],
+                       mask=(rows < n_parts)[:, None] & col_ok[None, :], other=0.0, cache_modifier=CACHE)
     tl.store(dw_ptr + cols, tl.sum(acc, axis=0).to(dw_ptr.dtype.element_ty), mask=col_ok)
 
 
@@ -168,13 +176,5 @@ def _bwd_columns_kernel(
 
 @triton.jit
 def _dw_sum_kernel(part_ptr, dw_ptr, n_parts, n_cols, BLOCK_P: tl.constexpr, BLOCK_N: tl.constexpr):
-    # dw[cols] = sum over the n_parts fp32 rows of dw_part; one program per
-    # BLOCK_N columns, BLOCK_P rows per step, the rows' order fixed.
-    cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
-    col_ok = cols < n_cols
-    acc = tl.zeros([BLOCK_P, BLOCK_N], dtype=tl.float32)
-    for start in tl.range(0, n_parts, BLOCK_P):
-        rows = start + tl.arange(0, BLOCK_P).to(tl.int64)
-        acc += tl.load(part_ptr + rows[:, None] * n_cols + cols[None, :],
-                       mask=(rows < n_parts)[:, None] & col_ok[None, :], other=0.0)
-    tl.store(dw_ptr + cols, tl.sum(acc, axis=0).to(dw_ptr.dtype.element_ty), mask=col_ok)
+    # One program per BLOCK_N columns of dw.
+    _sum_columns(part_ptr, dw_ptr, n_parts, n_cols, tl.program_id(0), BLOCK_P, BLOCK_N, "")

@@ -179,7 +179,8 @@ def backward_rows(dy2: torch.Tensor, dres2: torch.Tensor | None, x2: torch.Tenso
     switch = x2.is_cuda and x2.device.index != torch.cuda.current_device()
     with torch.cuda.device(x2.device) if switch else nullcontext():
         # Persistent grid (4 programs in the interpreter, which runs them one by one).
-        per_device = 4 if INTERPRET else cfg.programs_per_sm * _sm_count(torch.cuda.current_device())
+        sms = 0 if INTERPRET else _sm_count(torch.cuda.current_device())
+        per_device = 4 if INTERPRET else cfg.programs_per_sm * sms
         has_dres = dres2 is not None
         dres_arg = dres2 if has_dres else dy2
         strides = (dy2.stride(0), dres_arg.stride(0), x2.stride(0), r2.stride(0), dx2.stride(0))
@@ -203,7 +204,7 @@ def backward_rows(dy2: torch.Tensor, dres2: torch.Tensor | None, x2: torch.Tenso
             sum_p = sum_n = 0
             # A grid of at most one program per SM is resident at once, so it
             # can wait for itself and sum dw_part in the same launch.
-            if 1 < n_progs and not INTERPRET and n_progs <= _sm_count(torch.cuda.current_device()):
+            if 1 < n_progs <= sms:
                 dw = torch.empty_like(weight)
                 count = _counter_buffer(x2.device, 1, n_progs)
                 sum_n = 1 << (-(-n_cols // n_progs) - 1).bit_length()
