@@ -184,7 +184,7 @@ def test_wide_rows_many_programs_on_gpu(rows, n):
     x = torch.randn(rows, n, dtype=torch.bfloat16, device="cuda")
     r = torch.randn(rows, n, dtype=torch.bfloat16, device="cuda")
     w = torch.randn(n, dtype=torch.bfloat16, device="cuda")
-    for _ in range(3):  # reuses the self-resetting counters
+    for _ in range(3):  # one slot buffer, epochs 1, 2, 3
         y = add_rmsnorm(x, r, w)
     torch.testing.assert_close(y.float(), reference(x, r, w), rtol=2.0**-7, atol=1e-4)
 
@@ -199,7 +199,7 @@ def test_split_path_settings_match_reference(block_m, block_n, warps):
     r0 = torch.randn(37, 2 * n, dtype=torch.float16, device="cuda")[:, n:]  # strided rows
     w = torch.randn(n, dtype=torch.float32, device="cuda")
     cfg = ForwardConfig("rows", block_m, block_n, -(-n // block_n), warps)
-    for _ in range(2):  # the second launch reuses the counters the first left behind
+    for _ in range(2):  # the second launch finds the first one's sums, of the older epoch, in the slots
         r = r0.clone()
         y, rstd = torch.full_like(x, math.nan), torch.full((37,), math.nan, device="cuda")
         forward_rows(x, r, w, 1e-6, y, res=r, rstd=rstd, cfg=cfg)  # residual updated in place
@@ -209,11 +209,49 @@ def test_split_path_settings_match_reference(block_m, block_n, warps):
         torch.testing.assert_close(rstd, torch.rsqrt(t.pow(2).mean(-1) + 1e-6), rtol=1e-5, atol=0)
 
 
+@pytest.mark.cuda
+def test_split_exchange_restarts_its_epochs_before_they_leave_int32():
+    # The epoch is a kernel argument: past 2**31 - 1 Triton would retype it
+    # (a new compile, and the launcher's cached kernel would get the wrong
+    # type). The slot buffer is replaced and the epochs start again at 1.
+    from fusedkernel.kernels import launch
+
+    x, r = torch.randn(4, 65536, device="cuda"), torch.randn(4, 65536, device="cuda")
+    w = torch.randn(65536, device="cuda")
+    add_rmsnorm(x, r, w)
+    key = (torch.cuda.current_device(), torch.cuda.current_stream().cuda_stream)
+    old = launch._slots[key][0]
+    launch._slots[key][1] = 2**31 - 3
+    for epoch in (2**31 - 2, 2**31 - 1, 1, 2):
+        y = add_rmsnorm(x, r, w)
+        assert launch._slots[key][1] == epoch
+        assert_matches_reference(y, x, r, w)
+    assert launch._slots[key][0] is not old
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("block_m, n", [(4, 500), (1, 4096)])
+def test_weight_loaded_first_or_last_gives_the_same_bits(dtype, block_m, n, device):
+    from fusedkernel.kernels.config import ForwardConfig
+
+    x, r, w = rand((5, n), dtype, device), rand((5, n), dtype, device, seed=1), rand((n,), dtype, device, seed=2)
+    outs = []
+    for first in (False, True):
+        y, res, rstd = torch.empty_like(x), torch.empty_like(x), torch.empty(5, device=device)
+        forward_rows(x, r, w, 1e-6, y, res, rstd, cfg=ForwardConfig("rows", block_m, 4096 if n > 500 else 512, 1, 4,
+                                                                    first))
+        outs.append((y, res, rstd))
+    for a, b in zip(*outs):
+        assert torch.equal(a, b)
+    assert_matches_reference(outs[0][0], x, r, w)
+
+
 @pytest.mark.parametrize("kwargs, match", [
     (dict(path="split"), r"path must be one of \('rows', 'looped'\)"),
     (dict(block_n=96), "block_n must be a power of two"),
     (dict(num_warps=0), "num_warps must be a power of two"),
     (dict(splits=0), "splits must be >= 1"),
+    (dict(weight_first=1), "weight_first must be a bool, got 1"),
 ])
 def test_bad_forward_settings_are_refused(kwargs, match):
     from fusedkernel.kernels.config import ForwardConfig

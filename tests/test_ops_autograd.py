@@ -87,6 +87,7 @@ def test_one_program_writes_dweight_in_the_weight_dtype(n, device):
     (dict(block_n=0), "block_n must be a power of two"),
     (dict(num_warps=6), "num_warps must be a power of two"),
     (dict(programs_per_sm=0), "programs_per_sm must be >= 1"),
+    (dict(wait_warps=3), "wait_warps must be 0 or a power of two, got 3"),
 ])
 def test_bad_backward_settings_are_refused(kwargs, match):
     with pytest.raises(ValueError, match=match):
@@ -186,11 +187,12 @@ def test_dweight_shares_sum_to_the_float64_sum(dtype, parts, n, device):
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("rows, n", [(2, 4096), (37, 300), (132, 4096), (133, 4096), (8, 16384)])
+@pytest.mark.parametrize("rows, n", [(2, 4096), (37, 300), (132, 4096), (133, 4096), (32, 8192), (8, 16384)])
 def test_backward_sums_dweight_in_its_own_launch_on_gpu(rows, n):
     # Up to one program per SM (132 on the H200), the rows kernel waits for
     # its whole grid and sums dweight itself; 133 rows of 4096 take the
-    # separate sum. Three launches: the arrival counter is reused.
+    # separate sum; such grids run the table's wait_warps (4 at 4096, 8 at
+    # 8192, 16 at 16384). Three launches: the arrival counter is reused.
     for seed in (1, 2, 3):
         x, r, dy = (torch.randn(rows, n, device="cuda", generator=torch.Generator("cuda").manual_seed(seed + k))
                     for k in range(3))

@@ -94,7 +94,7 @@ def test_launch_follows_the_tensors_device():
 
 @pytest.mark.cuda
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
-@pytest.mark.parametrize("n", [4096, 65536])  # whole-row tile; split rows (counters per device)
+@pytest.mark.parametrize("n", [4096, 65536])  # whole-row tile; split rows (slots per device)
 def test_same_launch_alternating_between_devices(n):
     # One launch setting on both GPUs, in turn: the launcher's cache of compiled
     # kernels (whose handles belong to one device) must be kept per device.

@@ -10,6 +10,7 @@ and docs/tuning.md.
 """
 
 import argparse
+import dataclasses
 import itertools
 import statistics
 
@@ -30,14 +31,15 @@ def configs(n, elem_bytes):
     table = forward_config(n, elem_bytes, False)
     out = [table]
     if table.splits == 1:
+        out.append(dataclasses.replace(table, weight_first=not table.weight_first))
         for bm, w in [(table.block_m, table.num_warps // 2), (table.block_m, table.num_warps * 2),
                       (table.block_m * 2, table.num_warps), (table.block_m // 2, table.num_warps)]:
             if bm >= 1 and 4 <= w <= 32:
-                out.append(ForwardConfig("rows", bm, table.block_n, 1, w))
-    if n >= 32768:
-        for bm, bn, w in itertools.product([1, 2, 4], [2048, 4096, 8192], [4, 8, 16]):
+                out.append(ForwardConfig("rows", bm, table.block_n, 1, w, table.weight_first))
+    if n >= 16384:
+        for bm, bn, w in itertools.product([1, 2, 4], [1024, 2048, 4096], [2, 4, 8]):
             cfg = ForwardConfig("rows", bm, bn, triton.cdiv(n, bn), w)
-            if bm * bn <= 16384 and bn >= 256 * w and cfg not in out:
+            if bm * bn <= 8192 and bn >= 128 * w and cfg not in out:
                 out.append(cfg)
     return out
 
@@ -54,8 +56,8 @@ def main():
     x0 = torch.randn(1 << 26, device="cuda")
     for _ in range(200):  # clocks ramp up from idle
         x0.mul_(1.0)
-    print("| dtype | rows x N | path | block_m | block_n | splits | warps | µs | floor µs | fraction | max err |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| dtype | rows x N | path | block_m | block_n | splits | warps | weight first | µs | floor µs | fraction | max err |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for dname, n in itertools.product(a.dtypes.split(","), map(int, a.widths.split(","))):
         dt = DT[dname]
         rows = max(128, (128 << 20) // (2 * n))
@@ -74,7 +76,7 @@ def main():
                 if not err <= 2 ** -7 * ref.abs().max().item() * 2:
                     raise ValueError(f"wrong result, max err {err:.3g}")
             except Exception as e:  # noqa: BLE001 - report and go on
-                print(f"| {dname} | {rows}x{n} | {cfg.path} | {cfg.block_m} | {cfg.block_n} | {cfg.splits} | {cfg.num_warps} | error {type(e).__name__} | | | |")
+                print(f"| {dname} | {rows}x{n} | {cfg.path} | {cfg.block_m} | {cfg.block_n} | {cfg.splits} | {cfg.num_warps} | {cfg.weight_first} | error {type(e).__name__} | | | |")
                 continue
             op = lambda: forward_rows(x, r, w, 1e-6, y, cfg=cfg)
             ts, fs = [], []
@@ -83,7 +85,7 @@ def main():
                 ts.append(bench(op))
             t, f = statistics.median(ts), statistics.median(fs)
             mark = " (table)" if cfg == out_table else ""
-            print(f"| {dname} | {rows}x{n} | {cfg.path}{mark} | {cfg.block_m} | {cfg.block_n} | {cfg.splits} | {cfg.num_warps} | {t*1e3:.1f} | {f*1e3:.1f} | {f/t:.3f} | {err:.3g} |", flush=True)
+            print(f"| {dname} | {rows}x{n} | {cfg.path}{mark} | {cfg.block_m} | {cfg.block_n} | {cfg.splits} | {cfg.num_warps} | {cfg.weight_first} | {t*1e3:.1f} | {f*1e3:.1f} | {f/t:.3f} | {err:.3g} |", flush=True)
             if best is None or f / t > best[0]:
                 best = (f / t, cfg, t)
         print(f"BEST {dname} {rows}x{n}: {best[1]} fraction {best[0]:.3f} ({best[2]*1e3:.1f} µs)", flush=True)

@@ -34,12 +34,19 @@ MAX_TILE_BYTES = 65536
 # Elements per program for narrow rows: 2048 (e.g. 8 rows of 256, 4 of 512)
 # was the best or within 0.01 of it for every N <= 2048.
 NARROW_TILE_ELEMS = 2048
-# Split path: columns and rows per program.
-SPLIT_BLOCK_N = 4096
+# Whole-row tiles up to this width load the weight with the rows (decode,
+# device µs, bf16 / fp32: 1x4096 5.58 -> 5.47 / 5.82 -> 5.60, 32x4096
+# 5.57 -> 5.50 / 5.82 -> 5.71; 65536x512 bf16 0.979 -> 0.995 of the floor);
+# at 16384 wide its registers cost more than the latency saved (bf16
+# 8192x16384 0.985 -> 0.944).
+WEIGHT_FIRST_MAX_N = 4096
+# Split path: rows and columns per program, warps (every dtype). With the
+# epoch-tagged exchange, 2 x 2048 with 4 warps was the best or within 0.01
+# of the best of 6 tiles at 65536-262144 wide in bf16 and fp32, except bf16
+# 262144 (2 x 4096: 0.866 vs 0.855).
 SPLIT_BLOCK_M = 2
-# 4 warps for 2-byte inputs (0.887 vs 0.848 with 8 at 65536 bf16), 8 for fp32
-# (0.921 vs 0.883 with 4).
-SPLIT_WARPS = {2: 4, 4: 8}
+SPLIT_BLOCK_N = 2048
+SPLIT_WARPS = 4
 # Looped path (interpreter): columns per loop step.
 LOOP_BLOCK_N = 4096
 
@@ -50,7 +57,8 @@ class ForwardConfig:
 
     path: "rows" or "looped". block_m: rows per program. block_n: columns a
     program holds at once. splits: programs per row group (1: whole rows).
-    num_warps: warps per program.
+    num_warps: warps per program. weight_first: the rows path loads the
+    weight before the rows, not after the row sums.
     """
 
     path: str
@@ -58,9 +66,12 @@ class ForwardConfig:
     block_n: int
     splits: int
     num_warps: int
+    weight_first: bool = False
 
     def __post_init__(self) -> None:
         _check_settings(self, ("rows", "looped"), ("block_m", "block_n", "num_warps"), ("splits",))
+        if type(self.weight_first) is not bool:
+            raise ValueError(f"ForwardConfig.weight_first must be a bool, got {self.weight_first!r}")
 
 
 def _check_settings(cfg, paths: tuple[str, ...], powers_of_two: tuple[str, ...], positive: tuple[str, ...]) -> None:
@@ -90,11 +101,11 @@ def forward_config(n_cols: int, elem_bytes: int, interpret: bool) -> ForwardConf
         block_m = max(1, NARROW_TILE_ELEMS // block_n)
         # 8 warps up to 2048 wide, then one warp per 256 columns, at most 32
         # (measured: 4096 -> 16, 16384 and 32768 -> 32).
-        return ForwardConfig("rows", block_m, block_n, 1, max(8, min(32, block_n // 256)))
+        return ForwardConfig("rows", block_m, block_n, 1, max(8, min(32, block_n // 256)),
+                             block_n <= WEIGHT_FIRST_MAX_N)
     if interpret:
         return ForwardConfig("looped", 1, LOOP_BLOCK_N, 1, 8)
-    return ForwardConfig("rows", SPLIT_BLOCK_M, SPLIT_BLOCK_N,
-                         triton.cdiv(n_cols, SPLIT_BLOCK_N), SPLIT_WARPS[elem_bytes])
+    return ForwardConfig("rows", SPLIT_BLOCK_M, SPLIT_BLOCK_N, triton.cdiv(n_cols, SPLIT_BLOCK_N), SPLIT_WARPS)
 
 
 # Backward (tools/tune_backward.py on the H200, bf16, 128 MiB per tensor,
@@ -113,6 +124,12 @@ BWD_ELEMS_PER_SM = 8192
 # Columns path: 2048 columns, 1 row at a time, 4 warps, 4 programs per SM
 # (best at both 65536 and 262144 among 1-8 rows, 1024-4096 columns, 4-8 warps).
 BWD_COLUMNS = (1, 2048, 4, 4)
+# Grids that wait for themselves (at most one program per SM: decode) run
+# one warp per 1024 columns, at least 4, at most the table's: half the
+# table's warps at 4096 and 8192 wide (bf16 / fp32 backward, 32 rows, µs:
+# 4096 8.90 vs 9.47 / 8.83 vs 9.63; 8192 10.59 vs 11.90 / 10.75 vs 12.32),
+# the table's at 16384 (8 warps spill in fp32: 57 vs 15 µs at 8 rows).
+BWD_WAIT_COLS_PER_WARP = 1024
 
 
 @dataclass(frozen=True)
@@ -123,7 +140,9 @@ class BackwardConfig:
     blocks) or "columns" (block_m rows by block_n columns per step: a
     pass over the rows for each row's dot product, then a grid of column
     chunks by row groups writing dx). num_warps: warps per program.
-    programs_per_sm: the grid's size, per SM.
+    programs_per_sm: the grid's size, per SM. wait_warps: warps per program
+    when the rows grid has at most one program per SM and waits for itself
+    to sum dweight in the same launch (0: num_warps).
     """
 
     path: str
@@ -131,9 +150,12 @@ class BackwardConfig:
     block_n: int
     num_warps: int
     programs_per_sm: int
+    wait_warps: int = 0
 
     def __post_init__(self) -> None:
         _check_settings(self, ("rows", "columns"), ("block_m", "block_n", "num_warps"), ("programs_per_sm",))
+        if self.wait_warps < 0 or self.wait_warps & (self.wait_warps - 1):
+            raise ValueError(f"BackwardConfig.wait_warps must be 0 or a power of two, got {self.wait_warps}")
 
 
 @functools.lru_cache(maxsize=1024)
@@ -143,8 +165,9 @@ def backward_config(n_cols: int) -> BackwardConfig:
     if block_n > BWD_MAX_TILE_N:
         return BackwardConfig("columns", *BWD_COLUMNS)
     block_m = max(1, BWD_NARROW_TILE_ELEMS // block_n)
-    return BackwardConfig("rows", block_m, block_n, max(4, min(16, block_n // 512)),
-                          max(2, BWD_ELEMS_PER_SM // (block_m * block_n)))
+    warps = max(4, min(16, block_n // 512))
+    return BackwardConfig("rows", block_m, block_n, warps, max(2, BWD_ELEMS_PER_SM // (block_m * block_n)),
+                          max(4, min(warps, block_n // BWD_WAIT_COLS_PER_WARP)))
 
 # Sum of the backward's per-program dweight shares (_dw_sum_kernel): tiles of
 # DW_SUM_TILE_ELEMS, as many shares per step as there are (at most 64) by

@@ -12,13 +12,14 @@ import triton
 import triton.language as tl
 
 
-# n_rows changes with every batch: not specialized, so it never recompiles.
-@triton.jit(do_not_specialize=["n_rows"])
+# n_rows changes with every batch and epoch with every launch: not
+# specialized, so they never recompile.
+@triton.jit(do_not_specialize=["n_rows", "epoch"])
 def _rows_kernel(
-    x_ptr, r_ptr, w_ptr, y_ptr, res_ptr, rstd_ptr, part_ptr, count_ptr,
-    n_rows, n_cols, stride_x, stride_r, stride_y, stride_res, eps: tl.float32,
+    x_ptr, r_ptr, w_ptr, y_ptr, res_ptr, rstd_ptr, slot_ptr,
+    n_rows, n_cols, stride_x, stride_r, stride_y, stride_res, eps: tl.float32, epoch,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SPLITS: tl.constexpr, SPLITS_POW2: tl.constexpr,
-    STORE_RES: tl.constexpr, STORE_RSTD: tl.constexpr,
+    WEIGHT_FIRST: tl.constexpr, STORE_RES: tl.constexpr, STORE_RSTD: tl.constexpr,
 ):
     # A program holds a [BLOCK_M rows, BLOCK_N columns] tile of t in registers.
     # SPLITS == 1: the tile spans whole rows. SPLITS > 1: a row group is split
@@ -29,6 +30,11 @@ def _rows_kernel(
     cols = part * BLOCK_N + tl.arange(0, BLOCK_N)
     row_ok = rows < n_rows
     mask = row_ok[:, None] & (cols < n_cols)[None, :]
+    # WEIGHT_FIRST: the weight's load overlaps the rows' (one DRAM latency
+    # less, what a decode step waits for), at the price of its registers
+    # while the tile is held.
+    if WEIGHT_FIRST:
+        w = tl.load(w_ptr + cols, mask=cols < n_cols, other=0.0)
     x = tl.load(x_ptr + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0)
     r = tl.load(r_ptr + rows[:, None] * stride_r + cols[None, :], mask=mask, other=0.0)
     t = x.to(tl.float32) + r.to(tl.float32)
@@ -37,49 +43,51 @@ def _rows_kernel(
                  t.to(res_ptr.dtype.element_ty), mask=mask)
     sumsq = tl.sum(t * t, axis=1)
     if SPLITS > 1:
-        sumsq = _exchange(sumsq, part_ptr, count_ptr, group, part, BLOCK_M, SPLITS, SPLITS_POW2)
+        sumsq = _exchange(sumsq, slot_ptr, epoch, group, part, BLOCK_M, SPLITS, SPLITS_POW2)
     rstd = tl.rsqrt(sumsq / n_cols + eps)
     if STORE_RSTD:
         tl.store(rstd_ptr + rows, rstd, mask=row_ok & (part == 0))
-    w = tl.load(w_ptr + cols, mask=cols < n_cols, other=0.0).to(tl.float32)
-    y = t * rstd[:, None] * w[None, :]
+    if not WEIGHT_FIRST:
+        w = tl.load(w_ptr + cols, mask=cols < n_cols, other=0.0)
+    y = t * rstd[:, None] * w.to(tl.float32)[None, :]
     tl.store(y_ptr + rows[:, None] * stride_y + cols[None, :],
              y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
-def _exchange(sumsq, part_ptr, count_ptr, group, part,
+def _exchange(sumsq, slot_ptr, epoch, group, part,
               BLOCK_M: tl.constexpr, SPLITS: tl.constexpr, SPLITS_POW2: tl.constexpr):
     # Publish this program's partial sums, wait for the row group's other
     # SPLITS - 1 programs, return the full sums (added in a fixed order, so
     # every program and every run gets the same rstd bit for bit).
     #
+    # Each partial sum travels with the launch's epoch in one 64-bit word,
+    # (epoch << 32) | float32 bits, written by one relaxed atomic exchange:
+    # a reader that sees this launch's epoch in a slot sees its sum too, so
+    # no fence, counter or second round trip is needed (the fence and
+    # counter version reached 0.78-0.84 of the floor at 65536-262144 wide in
+    # bf16, this one 0.86-0.94: docs/tuning.md). Slots keep older epochs
+    # between launches, never this one's: callers pass epochs that grow by
+    # one per launch on a slot buffer (see launch._slot_buffer).
+    #
     # Why waiting cannot deadlock: a group's programs are adjacent in launch
     # order and the GPU dispatches programs in order, so every program a group
     # waits for is resident or becomes resident as earlier groups finish (the
     # assumption of CUTLASS's serial split-K semaphore).
-    #
-    # count_ptr[group] only ever grows (int64): after k launches it is
-    # k * SPLITS, so a program's target is the next multiple of SPLITS and
-    # nothing needs resetting between launches. Callers keep one counter
-    # buffer per SPLITS value so this holds.
     ms = tl.arange(0, BLOCK_M)
-    base = part_ptr + group.to(tl.int64) * (SPLITS * BLOCK_M)
-    tl.store(base + part * BLOCK_M + ms, sumsq)
-    # Barrier, then a release by one thread: orders every thread's store above
-    # before the count (the CUTLASS semaphore pattern).
-    tl.debug_barrier()
-    counter = count_ptr + group
-    seen = tl.atomic_add(counter, 1, sem="release") + 1
-    target = (seen + SPLITS - 1) // SPLITS * SPLITS
-    while seen < target:
-        seen = tl.atomic_add(counter, 0, sem="acquire")
-    tl.debug_barrier()
+    base = slot_ptr + group.to(tl.int64) * (SPLITS * BLOCK_M)
+    tag = epoch.to(tl.int64) << 32
+    tl.atomic_xchg(base + part * BLOCK_M + ms,
+                   tag | (sumsq.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF), sem="relaxed")
     ps = tl.arange(0, SPLITS_POW2)
-    # .cg: read from L2; L1 is not coherent across SMs and may hold a stale line.
-    parts = tl.load(base + ps[:, None] * BLOCK_M + ms[None, :],
-                    mask=(ps < SPLITS)[:, None], other=0.0, cache_modifier=".cg")
-    return tl.sum(parts, axis=0)
+    slots = base + ps[:, None] * BLOCK_M + ms[None, :]
+    used = (ps < SPLITS)[:, None] & (ms >= 0)[None, :]
+    # volatile: a fresh read from L2 each time round (L1 is not coherent
+    # across SMs and the loop must not be hoisted).
+    words = tl.load(slots, mask=used, other=tag, volatile=True)
+    while tl.min(((words >> 32) == epoch).to(tl.int32)) == 0:
+        words = tl.load(slots, mask=used, other=tag, volatile=True)
+    return tl.sum((words & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True), axis=0)
 
 
 @triton.jit(do_not_specialize=["n_rows"])

@@ -19,18 +19,17 @@ from .forward import _looped_kernel, _rows_kernel
 INTERPRET = bool(triton.knobs.runtime.interpret)
 
 _counters: dict[tuple[int, int, int], torch.Tensor] = {}
+_slots: dict[tuple[int, int], list] = {}
 
 
 def _counter_buffer(device: torch.device, n: int, period: int) -> torch.Tensor:
-    """int64 arrival counters, at least ``n`` of them, for programs that wait for each other.
+    """int64 arrival counters, at least ``n`` of them, for the backward's grid-wide wait.
 
-    Every launch that uses a counter adds exactly ``period`` to it (the
-    forward's split path: the row group's splits; the backward's grid-wide
-    wait: its grid size) and never resets it, so counters stay at multiples
-    of ``period`` and one zero-initialised buffer per (device, stream, period)
-    is reused without a memset, by both. During CUDA-graph capture a fresh
-    buffer is allocated instead: its memset is captured and replays with the
-    graph.
+    Every launch that uses a counter adds exactly ``period`` (its grid size)
+    to it and never resets it, so counters stay at multiples of ``period``
+    and one zero-initialised buffer per (device, stream, period) is reused
+    without a memset. During CUDA-graph capture a fresh buffer is allocated
+    instead: its memset is captured and replays with the graph.
     """
     if torch.cuda.is_current_stream_capturing():
         return torch.zeros(n, dtype=torch.int64, device=device)
@@ -40,6 +39,28 @@ def _counter_buffer(device: torch.device, n: int, period: int) -> torch.Tensor:
         buf = torch.zeros(max(n, 2 * (0 if buf is None else buf.numel())), dtype=torch.int64, device=device)
         _counters[key] = buf
     return buf
+
+
+def _slot_buffer(device: torch.device, n: int) -> tuple[torch.Tensor, int]:
+    """The forward split path's exchange slots (int64, at least ``n``) and this launch's epoch.
+
+    A slot holds (epoch << 32) | partial sum (see forward._exchange), so a
+    slot must never already hold the epoch a launch waits for: one
+    zero-initialised buffer per (device, stream) takes epochs 1, 2, ...,
+    one per launch, and is replaced (zeros, epoch 1 again) when it is too
+    small or the epoch would leave int32 (Triton would retype the argument).
+    During CUDA-graph capture a fresh zeroed buffer and epoch 1 are used:
+    the memset is captured and runs before every replay.
+    """
+    if torch.cuda.is_current_stream_capturing():
+        return torch.zeros(n, dtype=torch.int64, device=device), 1
+    key = (device.index, torch.cuda.current_stream(device).cuda_stream)
+    entry = _slots.get(key)
+    if entry is None or entry[0].numel() < n or entry[1] >= 2**31 - 1:
+        size = max(n, 2 * (0 if entry is None else entry[0].numel()))
+        entry = _slots[key] = [torch.zeros(size, dtype=torch.int64, device=device), 0]
+    entry[1] += 1
+    return entry[0], entry[1]
 
 
 # Compiled kernels for launches whose arguments are all "aligned": every
@@ -71,7 +92,8 @@ def _launch(kernel, grid: int, key: tuple, args: tuple, num_warps: int, n_ptrs: 
 
     The first ``n_ptrs`` arguments are tensors (or None where unused),
     followed by n_rows, then the int arguments Triton specializes (n_cols and
-    the row strides), then eps and the constexprs. Launches on the current
+    the row strides), then eps, any other runtime arguments and the
+    constexprs. Launches on the current
     device, which must be ``device``, and its current stream.
     """
     if _FAST:
@@ -140,14 +162,13 @@ def forward_rows(x: torch.Tensor, r: torch.Tensor, weight: torch.Tensor, eps: fl
     # Plain integer arithmetic: triton.cdiv and triton.next_power_of_2 are
     # ConstexprFunctions in Triton 3.6, ~2 us of host time per call each.
     groups = -(-n_rows // cfg.block_m)
-    parts = counts = None  # SPLITS == 1: no exchange
+    slots, epoch = None, 0  # SPLITS == 1: no exchange
     if cfg.splits > 1:
-        parts = torch.empty(groups * cfg.splits * cfg.block_m, dtype=torch.float32, device=x.device)
-        counts = _counter_buffer(x.device, groups, cfg.splits)
+        slots, epoch = _slot_buffer(x.device, groups * cfg.splits * cfg.block_m)
     _launch(_rows_kernel, groups * cfg.splits, key,
-            (x, r, weight, y, res, rstd, parts, counts, *common, cfg.block_m, cfg.block_n,
-             cfg.splits, 1 << (cfg.splits - 1).bit_length(), res is not None, rstd is not None),
-            cfg.num_warps, 8, device)
+            (x, r, weight, y, res, rstd, slots, *common, epoch, cfg.block_m, cfg.block_n,
+             cfg.splits, 1 << (cfg.splits - 1).bit_length(), cfg.weight_first, res is not None, rstd is not None),
+            cfg.num_warps, 7, device)
 
 
 @functools.lru_cache(maxsize=16)
@@ -205,6 +226,7 @@ def backward_rows(dy2: torch.Tensor, dres2: torch.Tensor | None, x2: torch.Tenso
             # A grid of at most one program per SM is resident at once, so it
             # can wait for itself and sum dw_part in the same launch.
             if 1 < n_progs <= sms:
+                meta["num_warps"] = cfg.wait_warps or cfg.num_warps
                 dw = torch.empty_like(weight)
                 count = _counter_buffer(x2.device, 1, n_progs)
                 sum_n = 1 << (-(-n_cols // n_progs) - 1).bit_length()

@@ -4,7 +4,7 @@ import pytest
 import triton
 
 from fusedkernel.kernels.config import (BWD_MAX_TILE_N, DW_SUM_MAX_P, DW_SUM_TILE_ELEMS, MAX_TILE_BYTES,
-                                       backward_config, dw_sum_config, forward_config)
+                                       WEIGHT_FIRST_MAX_N, backward_config, dw_sum_config, forward_config)
 
 # Every power of two up to 2**20 and its neighbours, plus odd and prime widths.
 WIDTHS = sorted({(1 << k) + d for k in range(21) for d in (-1, 0, 1) if (1 << k) + d >= 1}
@@ -22,6 +22,8 @@ def test_every_column_is_covered(n, interpret, elem_bytes):
         # A block narrower than the row must be split; never a silently dropped column.
         assert cfg.block_n * cfg.splits >= n
         assert cfg.block_n * (cfg.splits - 1) < n
+        # Whole narrow rows load the weight first; elsewhere its registers cost more.
+        assert cfg.weight_first == (cfg.splits == 1 and cfg.block_n <= WEIGHT_FIRST_MAX_N)
     else:
         assert cfg.path == "looped" and n * elem_bytes > MAX_TILE_BYTES
 
@@ -39,6 +41,8 @@ def test_backward_table_covers_every_width(n):
     assert cfg.num_warps in (1, 2, 4, 8, 16, 32) and cfg.programs_per_sm >= 1
     if cfg.path == "rows":
         assert cfg.block_n >= n  # whole rows
+        # A grid waiting for itself never runs more warps than the table's.
+        assert cfg.wait_warps in (4, 8, 16) and min(4, cfg.num_warps) <= cfg.wait_warps <= cfg.num_warps
     else:
         assert cfg.path == "columns" and n > BWD_MAX_TILE_N
 
