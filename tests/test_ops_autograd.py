@@ -53,7 +53,9 @@ def test_gradients_match_float64_reference(dtype, n, with_res_grad, device):
         torch.testing.assert_close(g.double(), ref, rtol=rtol, atol=atol * max(1.0, ref.abs().max().item()))
 
 
-@pytest.mark.parametrize("cfg", [BackwardConfig("rows", 1, 64, 4, 2), BackwardConfig("columns", 2, 16, 4, 1)])
+@pytest.mark.parametrize("cfg", [BackwardConfig("rows", 1, 64, 4, 2), BackwardConfig("columns", 2, 16, 4, 1),
+                                 BackwardConfig("split", 1, 64, 4, 2),
+                                 pytest.param(BackwardConfig("split", 2, 16, 4, 2), marks=pytest.mark.cuda)])
 def test_backward_paths_stay_finite_where_dy_w_t_overflows_float32(cfg, device):
     # dy * w * t ~ 1e38 per element: its row sum overflows float32, but each
     # term scaled by rstd (~1e-16) does not, nor does the gradient.
@@ -82,7 +84,7 @@ def test_one_program_writes_dweight_in_the_weight_dtype(n, device):
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    (dict(path="colums"), r"path must be one of \('rows', 'columns'\)"),
+    (dict(path="colums"), r"path must be one of \('rows', 'columns', 'split'\)"),
     (dict(block_m=3), "block_m must be a power of two"),
     (dict(block_n=0), "block_n must be a power of two"),
     (dict(num_warps=6), "num_warps must be a power of two"),
@@ -160,7 +162,12 @@ def test_custom_op_registration(return_residual, device):
 
 @pytest.mark.parametrize("cfg", [BackwardConfig("rows", 1, 64, 4, 2), BackwardConfig("rows", 8, 64, 8, 8),
                                  BackwardConfig("columns", 1, 16, 4, 1), BackwardConfig("columns", 4, 16, 4, 2),
-                                 BackwardConfig("columns", 8, 8, 4, 1), BackwardConfig("columns", 2, 64, 8, 4)])
+                                 BackwardConfig("columns", 8, 8, 4, 1), BackwardConfig("columns", 2, 64, 8, 4),
+                                 # One program per row: the split kernel runs in the interpreter too.
+                                 BackwardConfig("split", 2, 64, 4, 2), BackwardConfig("split", 4, 64, 4, 1),
+                                 # Rows split over 3 and 5 programs, fewer lanes than row blocks.
+                                 pytest.param(BackwardConfig("split", 1, 16, 4, 1), marks=pytest.mark.cuda),
+                                 pytest.param(BackwardConfig("split", 2, 8, 4, 4), marks=pytest.mark.cuda)])
 @pytest.mark.parametrize("with_dres", [False, True])
 def test_backward_settings_match_float64(cfg, with_dres, device):
     # Every setting the backward sweep (tools/tune_backward.py) may pick computes the same gradients.
@@ -202,6 +209,31 @@ def test_backward_sums_dweight_in_its_own_launch_on_gpu(rows, n):
         dw = backward_rows(dy, None, x, r, w, rstd.float(), dx)
         torch.testing.assert_close(dx.double(), want_dx, rtol=1e-4, atol=1e-5)
         torch.testing.assert_close(dw.double(), want_dw, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("rows, n", [(1, 16384), (37, 16385), (300, 100003), (5, 262144), (2, 270337)])
+def test_split_backward_on_gpu(dtype, rows, n):
+    # The table's split path: one row (a single lane, dweight stored
+    # directly), odd row counts, a prime width (the last program of each row
+    # partly masked), columns widened to keep a row within the SMs (262144
+    # in bf16) and a width past that (the columns path). Three launches:
+    # the exchange slots are reused with growing epochs.
+    from fusedkernel.kernels.config import backward_config
+
+    cfg = backward_config(n, dtype.itemsize, torch.cuda.get_device_properties(0).multi_processor_count)
+    assert cfg.path == ("columns" if n == 270337 and dtype == torch.float32 else "split") or n == 270337
+    for seed in (1, 2, 3):
+        x, r, dy, dres = (rand((rows, n), dtype, "cuda", seed=seed + k) for k in range(4))
+        w = rand((n,), dtype, "cuda", seed=seed + 4)
+        rstd, want_dx, want_dw = backward64(dy, x, r, w)
+        dx = torch.empty_like(x)
+        dw = backward_rows(dy, dres, x, r, w, rstd.float(), dx)
+        rtol, atol = TOL[dtype]
+        want_dx = want_dx + dres.double()
+        torch.testing.assert_close(dx.double(), want_dx, rtol=rtol, atol=atol * want_dx.abs().max().item())
+        torch.testing.assert_close(dw.double(), want_dw, rtol=rtol, atol=atol * want_dw.abs().max().item())
 
 
 @pytest.mark.parametrize("dual", ["x", "residual", "weight"])

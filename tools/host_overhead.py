@@ -49,7 +49,7 @@ def breakdown(x, r, w, y):
         "torch.add(x, r, out=y)": lambda: torch.add(x, r, out=y),
         "check_inputs": lambda: _validation.check_inputs(x, r, w, 1e-6),
         "torch.empty_like(x, contiguous)": lambda: torch.empty_like(x, memory_format=torch.contiguous_format),
-        "forward_config": lambda: config.forward_config(n, x.element_size(), False),
+        "forward_config": lambda: config.forward_config(n, x.element_size(), launch._max_splits(0)),
         "4 x data_ptr()": lambda: (x.data_ptr(), r.data_ptr(), w.data_ptr(), y.data_ptr()),
         "Triton's C launcher (pointers as ints)": lambda: run(
             grid, 1, 1, stream, function, cooperative, pdl, None, None, metadata, None, None, None, *ptrs, *tail),

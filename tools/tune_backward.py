@@ -23,15 +23,16 @@ import triton
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 from benchmarks._measure import interleaved_medians, warm_up  # noqa: E402
 from fusedkernel.kernels.config import BackwardConfig, backward_config  # noqa: E402
+from fusedkernel.kernels import launch  # noqa: E402
 from fusedkernel.kernels.launch import backward_rows  # noqa: E402
 
 DT = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 WIDTHS = [512, 4096, 8192, 16384, 65536, 262144]
 
 
-def configs(n: int) -> list[BackwardConfig]:
-    """The table's choice, then a sweep around it: whole rows up to 16384 wide; columns beyond 4096."""
-    table = backward_config(n)
+def configs(n: int, elem_bytes: int) -> list[BackwardConfig]:
+    """The table's choice, then a sweep around it: whole rows up to 16384 wide; split and columns beyond 4096."""
+    table = backward_config(n, elem_bytes, launch._max_splits(0))
     out = [table]
     block_n = triton.next_power_of_2(n)
     if block_n <= 16384:
@@ -42,6 +43,8 @@ def configs(n: int) -> list[BackwardConfig]:
         for bm, bn, w, per_sm in itertools.product([1, 2, 4, 8], [1024, 2048, 4096], [4, 8], [2, 4]):
             if bm * bn <= 8192:
                 out.append(BackwardConfig("columns", bm, bn, w, per_sm))
+                if -(-n // bn) <= launch._max_splits(0):
+                    out.append(BackwardConfig("split", bm, bn, w, per_sm))
     return list(dict.fromkeys(out))
 
 
@@ -72,7 +75,8 @@ def main() -> None:
         want_dx, want_dw = reference(dy, x, r, w, rstd)
         floor = lambda: torch.addcmul(x, r, dy, out=dx)  # noqa: E731
         best, first = None, True
-        for cfg in configs(n):
+        table = backward_config(n, x.element_size(), launch._max_splits(0))
+        for cfg in configs(n, x.element_size()):
             try:
                 dw = backward_rows(dy, None, x, r, w, rstd, dx, cfg=cfg)
                 err_dx = ((dx.double() - want_dx).abs().max() / want_dx.abs().max()).item()
@@ -87,7 +91,7 @@ def main() -> None:
             warm_up(op, 1.0 if first else 0.05)
             first = False
             op_s, floor_s = interleaved_medians(op, floor)
-            mark = " (table)" if cfg == backward_config(n) else ""
+            mark = " (table)" if cfg == table else ""
             print(f"| {dname} | {rows}x{n} | {cfg.path}{mark} | {cfg.block_m} | {cfg.block_n} | {cfg.num_warps} | "
                   f"{cfg.programs_per_sm} | {op_s * 1e6:.1f} | {floor_s * 1e6:.1f} | {floor_s / op_s:.3f} |",
                   flush=True)

@@ -20,6 +20,7 @@ import triton
 import triton.testing
 
 from fusedkernel.kernels.config import ForwardConfig, forward_config
+from fusedkernel.kernels import launch
 from fusedkernel.kernels.launch import forward_rows
 
 DT = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
@@ -28,7 +29,7 @@ WIDTHS = [256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144]
 
 def configs(n, elem_bytes):
     """The table's choice and its neighbours; for wide rows, the split sweep."""
-    table = forward_config(n, elem_bytes, False)
+    table = forward_config(n, elem_bytes, launch._max_splits(0))
     out = [table]
     if table.splits == 1:
         out.append(dataclasses.replace(table, weight_first=not table.weight_first))
@@ -67,7 +68,7 @@ def main():
         ref = F.rms_norm(x.float() + r.float(), (n,), eps=1e-6) * w.float()
         floor = lambda: torch.add(x, r, out=y)
         best = None
-        out_table = forward_config(n, x.element_size(), False)
+        out_table = forward_config(n, x.element_size(), launch._max_splits(0))
         for cfg in configs(n, x.element_size()):
             try:
                 y.fill_(float("nan"))

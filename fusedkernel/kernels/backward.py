@@ -30,6 +30,8 @@ programs one by one).
 import triton
 import triton.language as tl
 
+from .forward import _exchange
+
 
 @triton.jit(do_not_specialize=["n_rows"])
 def _bwd_rows_kernel(
@@ -172,6 +174,64 @@ def _bwd_columns_kernel(
         tl.store(dx_ptr + rows[:, None] * stride_dx + cols[None, :], dt.to(dx_ptr.dtype.element_ty), mask=m)
         dw += dy * t_hat
     tl.store(dw_part_ptr + group.to(tl.int64) * n_cols + cols, tl.sum(dw, axis=0), mask=col_ok)
+
+
+@triton.jit(do_not_specialize=["n_rows", "epoch"])
+def _bwd_split_kernel(
+    dy_ptr, dres_ptr, x_ptr, r_ptr, w_ptr, rstd_ptr, dx_ptr, dw_part_ptr, slot_ptr,
+    n_rows, n_cols, stride_dy, stride_dres, stride_x, stride_r, stride_dx, epoch,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SPLITS: tl.constexpr, SPLITS_POW2: tl.constexpr,
+    HAS_DRES: tl.constexpr,
+):
+    # Split path: program (lane, part) owns BLOCK_N columns of the row
+    # blocks lane, lane + L, ... (L lanes of SPLITS programs). For each row
+    # block the lane's SPLITS programs exchange their partial dot products
+    # (the forward's epoch-tagged exchange, one slot row per row block), so
+    # x, residual and dy are read once and dx written once: 4 row-trips,
+    # where the columns path reads the inputs twice. The columns' dw share
+    # stays in registers and is written once to dw_part[lane, :].
+    lane = tl.program_id(0) // SPLITS
+    part = tl.program_id(0) % SPLITS
+    n_lanes = tl.num_programs(0) // SPLITS
+    n_blocks = tl.cdiv(n_rows, BLOCK_M)
+    ms = tl.arange(0, BLOCK_M)
+    cols = part * BLOCK_N + tl.arange(0, BLOCK_N)
+    col_ok = cols < n_cols
+    w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
+    dw = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    # The next row block's loads are issued before this block's exchange, so
+    # they are in flight while the program waits for its lane.
+    x, r, dy = _bwd_tile(x_ptr, r_ptr, dy_ptr, lane, n_blocks, n_rows, cols, col_ok, stride_x, stride_r, stride_dy,
+                         BLOCK_M)
+    for block in tl.range(lane, n_blocks, n_lanes):
+        rows = tl.cast(block, tl.int64) * BLOCK_M + ms
+        row_ok = rows < n_rows
+        m = row_ok[:, None] & col_ok[None, :]
+        rstd = tl.load(rstd_ptr + rows, mask=row_ok, other=0.0)
+        t_hat = (x.to(tl.float32) + r.to(tl.float32)) * rstd[:, None]
+        dy32 = dy.to(tl.float32)
+        x, r, dy = _bwd_tile(x_ptr, r_ptr, dy_ptr, block + n_lanes, n_blocks, n_rows, cols, col_ok, stride_x,
+                             stride_r, stride_dy, BLOCK_M)
+        g = dy32 * w[None, :]
+        dot = _exchange(tl.sum(g * t_hat, axis=1), slot_ptr, epoch, block, part, BLOCK_M, SPLITS, SPLITS_POW2)
+        c = dot / n_cols
+        dt = rstd[:, None] * (g - t_hat * c[:, None])
+        if HAS_DRES:
+            dt += tl.load(dres_ptr + rows[:, None] * stride_dres + cols[None, :], mask=m, other=0.0).to(tl.float32)
+        tl.store(dx_ptr + rows[:, None] * stride_dx + cols[None, :], dt.to(dx_ptr.dtype.element_ty), mask=m)
+        dw += dy32 * t_hat
+    tl.store(dw_part_ptr + lane.to(tl.int64) * n_cols + cols, tl.sum(dw, axis=0), mask=col_ok)
+
+
+@triton.jit
+def _bwd_tile(x_ptr, r_ptr, dy_ptr, block, n_blocks, n_rows, cols, col_ok, stride_x, stride_r, stride_dy,
+              BLOCK_M: tl.constexpr):
+    # x, residual and dy of one row block, in their own dtypes (zeros past the last block).
+    rows = tl.cast(block, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    m = ((rows < n_rows) & (block < n_blocks))[:, None] & col_ok[None, :]
+    return (tl.load(x_ptr + rows[:, None] * stride_x + cols[None, :], mask=m, other=0.0),
+            tl.load(r_ptr + rows[:, None] * stride_r + cols[None, :], mask=m, other=0.0),
+            tl.load(dy_ptr + rows[:, None] * stride_dy + cols[None, :], mask=m, other=0.0))
 
 
 @triton.jit

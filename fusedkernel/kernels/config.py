@@ -11,7 +11,8 @@ Two paths, picked by hidden size N (elements per row):
   of the floor.
 * ``looped`` -- one program per row loops over the row twice (sum of squares,
   then re-read and write). Correct for every N; used for wide rows in the
-  interpreter.
+  interpreter, and on a GPU for rows that would split over more programs
+  than there are SMs (over 270336 wide on the H200).
 
 The numbers were chosen by measurement on the H200 (bf16, 128 MiB per tensor,
 fraction of the floor ``torch.add(x, r, out=y)``): ``tools/tune_forward.py``
@@ -90,11 +91,15 @@ def _check_settings(cfg, paths: tuple[str, ...], powers_of_two: tuple[str, ...],
 
 
 @functools.lru_cache(maxsize=1024)
-def forward_config(n_cols: int, elem_bytes: int, interpret: bool) -> ForwardConfig:
+def forward_config(n_cols: int, elem_bytes: int, max_splits: int) -> ForwardConfig:
     """Launch settings for rows of ``n_cols`` elements (n_cols >= 1) of ``elem_bytes`` bytes (2 or 4).
 
-    ``interpret`` is True under TRITON_INTERPRET=1, where the split path cannot
-    run (its programs wait for each other) and the looped path is used instead.
+    ``max_splits``: the most programs a row may be split over, which all
+    wait for each other: 1 under TRITON_INTERPRET=1 (it runs programs one
+    by one, so a waiting one would wait forever), the SM count on a GPU
+    (every SM holds at least one program, so a row group of at most that
+    many is resident at once once the groups before it are done). Wider
+    rows take the looped path.
     """
     if n_cols * elem_bytes <= MAX_TILE_BYTES:
         block_n = triton.next_power_of_2(n_cols)
@@ -103,9 +108,10 @@ def forward_config(n_cols: int, elem_bytes: int, interpret: bool) -> ForwardConf
         # (measured: 4096 -> 16, 16384 and 32768 -> 32).
         return ForwardConfig("rows", block_m, block_n, 1, max(8, min(32, block_n // 256)),
                              block_n <= WEIGHT_FIRST_MAX_N)
-    if interpret:
+    splits = triton.cdiv(n_cols, SPLIT_BLOCK_N)
+    if splits > max_splits:
         return ForwardConfig("looped", 1, LOOP_BLOCK_N, 1, 8)
-    return ForwardConfig("rows", SPLIT_BLOCK_M, SPLIT_BLOCK_N, triton.cdiv(n_cols, SPLIT_BLOCK_N), SPLIT_WARPS)
+    return ForwardConfig("rows", SPLIT_BLOCK_M, SPLIT_BLOCK_N, splits, SPLIT_WARPS)
 
 
 # Backward (tools/tune_backward.py on the H200, bf16, 128 MiB per tensor,
@@ -124,6 +130,19 @@ BWD_ELEMS_PER_SM = 8192
 # Columns path: 2048 columns, 1 row at a time, 4 warps, 4 programs per SM
 # (best at both 65536 and 262144 among 1-8 rows, 1024-4096 columns, 4-8 warps).
 BWD_COLUMNS = (1, 2048, 4, 4)
+# Split path (GPU, rows whose whole-row tile would be BWD_SPLIT_MIN_N or
+# wider): rows, columns, warps and
+# programs per SM by element size, 8192 elements per SM as for whole rows.
+# Backward alone, H200, fraction of the 4-trip floor (the columns path in
+# brackets): bf16 2 x 1024, 4 warps, 4 per SM: 0.726 (0.529) at 1024x65536,
+# 0.615 (0.537) at 256x131072, 0.748 (0.550) at 2048x32768, 0.820 (rows
+# path: 0.647) at 4096x16384; fp32 2 x 2048, 4 warps, 2 per SM: 0.857
+# (0.555), 0.782 (0.551), 0.723 (0.548) at 1024x65536, 256x131072,
+# 128x262144. Where a row would need more programs than there are SMs the
+# columns, warps double and programs per SM halve (bf16 262144: 2 x 2048,
+# 8 warps, 2 per SM, 0.592 against 0.527).
+BWD_SPLIT_MIN_N = 16384
+BWD_SPLIT = {2: (2, 1024, 4, 4), 4: (2, 2048, 4, 2)}
 # Grids that wait for themselves (at most one program per SM: decode) run
 # one warp per 1024 columns, at least 4, at most the table's: half the
 # table's warps at 4096 and 8192 wide (bf16 / fp32 backward, 32 rows, µs:
@@ -137,9 +156,11 @@ class BackwardConfig:
     """How one backward launch is shaped.
 
     path: "rows" (block_m whole rows per step, a persistent grid over row
-    blocks) or "columns" (block_m rows by block_n columns per step: a
-    pass over the rows for each row's dot product, then a grid of column
-    chunks by row groups writing dx). num_warps: warps per program.
+    blocks), "split" (rows split over programs that exchange their partial
+    dot products, persistent over row blocks) or "columns" (block_m rows by
+    block_n columns per step: a pass over the rows for each row's dot
+    product, then a grid of column chunks by row groups writing dx).
+    num_warps: warps per program.
     programs_per_sm: the grid's size, per SM. wait_warps: warps per program
     when the rows grid has at most one program per SM and waits for itself
     to sum dweight in the same launch (0: num_warps).
@@ -153,21 +174,32 @@ class BackwardConfig:
     wait_warps: int = 0
 
     def __post_init__(self) -> None:
-        _check_settings(self, ("rows", "columns"), ("block_m", "block_n", "num_warps"), ("programs_per_sm",))
+        _check_settings(self, ("rows", "columns", "split"), ("block_m", "block_n", "num_warps"), ("programs_per_sm",))
         if self.wait_warps < 0 or self.wait_warps & (self.wait_warps - 1):
             raise ValueError(f"BackwardConfig.wait_warps must be 0 or a power of two, got {self.wait_warps}")
 
 
 @functools.lru_cache(maxsize=1024)
-def backward_config(n_cols: int) -> BackwardConfig:
-    """Backward launch settings for rows of ``n_cols`` elements (n_cols >= 1)."""
+def backward_config(n_cols: int, elem_bytes: int, max_splits: int) -> BackwardConfig:
+    """Backward launch settings for rows of ``n_cols`` elements (n_cols >= 1) of ``elem_bytes`` bytes (2 or 4).
+
+    ``max_splits`` as for :func:`forward_config`: 1 in the interpreter,
+    which therefore never takes the split path.
+    """
     block_n = triton.next_power_of_2(n_cols)
+    if block_n >= BWD_SPLIT_MIN_N and max_splits > 1:
+        block_m, cols, warps, per_sm = BWD_SPLIT[elem_bytes]
+        while triton.cdiv(n_cols, cols) > max_splits and warps < 32:
+            cols, warps, per_sm = 2 * cols, 2 * warps, max(1, per_sm // 2)
+        if triton.cdiv(n_cols, cols) <= max_splits:
+            return BackwardConfig("split", block_m, cols, warps, per_sm)
     if block_n > BWD_MAX_TILE_N:
         return BackwardConfig("columns", *BWD_COLUMNS)
     block_m = max(1, BWD_NARROW_TILE_ELEMS // block_n)
     warps = max(4, min(16, block_n // 512))
     return BackwardConfig("rows", block_m, block_n, warps, max(2, BWD_ELEMS_PER_SM // (block_m * block_n)),
                           max(4, min(warps, block_n // BWD_WAIT_COLS_PER_WARP)))
+
 
 # Sum of the backward's per-program dweight shares (_dw_sum_kernel): tiles of
 # DW_SUM_TILE_ELEMS, as many shares per step as there are (at most 64) by

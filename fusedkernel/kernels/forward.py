@@ -75,7 +75,7 @@ def _exchange(sumsq, slot_ptr, epoch, group, part,
     # waits for is resident or becomes resident as earlier groups finish (the
     # assumption of CUTLASS's serial split-K semaphore).
     ms = tl.arange(0, BLOCK_M)
-    base = slot_ptr + group.to(tl.int64) * (SPLITS * BLOCK_M)
+    base = slot_ptr + tl.cast(group, tl.int64) * (SPLITS * BLOCK_M)
     tag = epoch.to(tl.int64) << 32
     tl.atomic_xchg(base + part * BLOCK_M + ms,
                    tag | (sumsq.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF), sem="relaxed")

@@ -11,7 +11,7 @@ import triton
 from .._validation import row_stride
 from .config import (BWD_SUM_TILE_ELEMS, DW_SUM_WARPS, BackwardConfig, ForwardConfig, backward_config,
                      dw_sum_config, forward_config)
-from .backward import _bwd_columns_kernel, _bwd_dot_kernel, _bwd_rows_kernel, _dw_sum_kernel
+from .backward import _bwd_columns_kernel, _bwd_dot_kernel, _bwd_rows_kernel, _bwd_split_kernel, _dw_sum_kernel
 from .forward import _looped_kernel, _rows_kernel
 
 # Triton picks the interpreter when a kernel is decorated, so read the same
@@ -49,10 +49,11 @@ def _slot_buffer(device: torch.device, n: int) -> tuple[torch.Tensor, int]:
     zero-initialised buffer per (device, stream) takes epochs 1, 2, ...,
     one per launch, and is replaced (zeros, epoch 1 again) when it is too
     small or the epoch would leave int32 (Triton would retype the argument).
-    During CUDA-graph capture a fresh zeroed buffer and epoch 1 are used:
-    the memset is captured and runs before every replay.
+    During CUDA-graph capture, and for CPU tensors, a fresh zeroed buffer and
+    epoch 1 are used: a captured memset runs before every replay.
     """
-    if torch.cuda.is_current_stream_capturing():
+    # CPU tensors (the interpreter, one program per row) have no stream to key on.
+    if device.type != "cuda" or torch.cuda.is_current_stream_capturing():
         return torch.zeros(n, dtype=torch.int64, device=device), 1
     key = (device.index, torch.cuda.current_stream(device).cuda_stream)
     entry = _slots.get(key)
@@ -122,6 +123,16 @@ def _launch(kernel, grid: int, key: tuple, args: tuple, num_warps: int, n_ptrs: 
     kernel[(grid,)](*args, num_warps=num_warps)
 
 
+@functools.lru_cache(maxsize=16)
+def _sm_count(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+def _max_splits(index: int) -> int:
+    # Programs that wait for each other: at most one per SM on a GPU, none in the interpreter.
+    return 1 if INTERPRET else _sm_count(index)
+
+
 def forward_rows(x: torch.Tensor, r: torch.Tensor, weight: torch.Tensor, eps: float,
                  y: torch.Tensor, res: torch.Tensor | None = None,
                  rstd: torch.Tensor | None = None, cfg: ForwardConfig | None = None) -> None:
@@ -133,23 +144,28 @@ def forward_rows(x: torch.Tensor, r: torch.Tensor, weight: torch.Tensor, eps: fl
     when given. Launches on x's device and that device's current stream.
     ``cfg`` overrides the launch table (tests and tuning); ValueError if its
     rows path would not cover a whole row, or would split rows in the
-    interpreter (split programs wait for each other there, forever).
+    interpreter (split programs wait for each other there, forever) or over
+    more programs than the GPU has SMs.
     """
     n_cols = x.shape[-1]
     n_rows = x.numel() // n_cols
+    device = x.get_device()
+    max_splits = _max_splits(device)
     if cfg is None:
-        cfg = forward_config(n_cols, x.element_size(), INTERPRET)
+        cfg = forward_config(n_cols, x.element_size(), max_splits)
     elif cfg.path == "rows":
         if cfg.block_n * cfg.splits < n_cols:
             raise ValueError(f"cfg: block_n * splits must cover the hidden size {n_cols}, "
                              f"got {cfg.block_n} * {cfg.splits}")
         if cfg.splits > 1 and INTERPRET:
             raise ValueError("cfg: splits > 1 needs a GPU (the interpreter runs programs one by one)")
+        if cfg.splits > max_splits:
+            raise ValueError(f"cfg: splits must be at most the SM count {max_splits} (a row group's "
+                             f"programs wait for each other, so they must fit at once), got {cfg.splits}")
     # Inputs first, so a bad layout is reported under the argument's name.
     stride_x, stride_r = row_stride(x, "x"), row_stride(r, "residual")
     stride_res = row_stride(res, "residual output") if res is not None else 0
     common = (n_rows, n_cols, stride_x, stride_r, row_stride(y, "y"), stride_res, eps)
-    device = x.get_device()
     # Triton launches on the current device: switch only when it differs.
     if device >= 0 and device != _current_device():
         with torch.cuda.device(device):
@@ -171,9 +187,6 @@ def forward_rows(x: torch.Tensor, r: torch.Tensor, weight: torch.Tensor, eps: fl
             cfg.num_warps, 7, device)
 
 
-@functools.lru_cache(maxsize=16)
-def _sm_count(index: int) -> int:
-    return torch.cuda.get_device_properties(index).multi_processor_count
 
 
 def backward_rows(dy2: torch.Tensor, dres2: torch.Tensor | None, x2: torch.Tensor, r2: torch.Tensor,
@@ -192,7 +205,7 @@ def backward_rows(dy2: torch.Tensor, dres2: torch.Tensor | None, x2: torch.Tenso
     its rows path would not hold a whole row.
     """
     n_rows, n_cols = x2.shape
-    cfg = cfg or backward_config(n_cols)
+    cfg = cfg or backward_config(n_cols, x2.element_size(), _max_splits(x2.get_device()))
     if cfg.path == "rows" and cfg.block_n < n_cols:
         raise ValueError(f"cfg: the rows path holds whole rows, so block_n must be >= the hidden size "
                          f"{n_cols}, got {cfg.block_n}")
@@ -206,7 +219,19 @@ def backward_rows(dy2: torch.Tensor, dres2: torch.Tensor | None, x2: torch.Tenso
         dres_arg = dres2 if has_dres else dy2
         strides = (dy2.stride(0), dres_arg.stride(0), x2.stride(0), r2.stride(0), dx2.stride(0))
         meta = dict(BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, HAS_DRES=has_dres, num_warps=cfg.num_warps)
-        if cfg.path == "columns":
+        if cfg.path == "split":
+            splits = -(-n_cols // cfg.block_n)
+            if splits > _max_splits(x2.get_device()):
+                raise ValueError(f"cfg: the split path's programs per row, {splits}, must be at most "
+                                 f"{_max_splits(x2.get_device())} (they wait for each other, so they must fit "
+                                 "at once: one per SM on a GPU, one in the interpreter)")
+            lanes = max(1, min(row_blocks, per_device // splits))
+            dw_part = _dw_parts(lanes, weight)
+            slots, epoch = _slot_buffer(x2.device, row_blocks * splits * cfg.block_m)
+            _bwd_split_kernel[(lanes * splits,)](dy2, dres_arg, x2, r2, weight, rstd, dx2, dw_part, slots, n_rows,
+                                                 n_cols, *strides, epoch, SPLITS=splits,
+                                                 SPLITS_POW2=1 << (splits - 1).bit_length(), **meta)
+        elif cfg.path == "columns":
             chunks = -(-n_cols // cfg.block_n)
             groups = max(1, min(row_blocks, -(-per_device // chunks)))
             dot = torch.empty(chunks, n_rows, dtype=torch.float32, device=x2.device)
