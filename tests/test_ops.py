@@ -210,6 +210,21 @@ def test_split_path_settings_match_reference(block_m, block_n, warps):
 
 
 @pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_rows_too_wide_to_split_over_the_sms_loop_on_gpu(dtype):
+    # One program per SM per row at most: a row group that could not be
+    # resident at once would wait forever. One column more takes the looped path.
+    from fusedkernel.kernels.config import SPLIT_BLOCK_N, forward_config
+    from fusedkernel.kernels.launch import _sm_count
+
+    n = _sm_count(torch.cuda.current_device()) * SPLIT_BLOCK_N + 1
+    assert forward_config(n, dtype.itemsize, _sm_count(torch.cuda.current_device())).path == "looped"
+    x, r, w = (rand(shape, dtype, "cuda", seed=k) for k, shape in enumerate([(3, n), (3, n), (n,)]))
+    y, res = add_rmsnorm(x, r, w, return_residual=True)
+    assert_matches_reference(y, x, r, w)
+
+
+@pytest.mark.cuda
 def test_split_exchange_restarts_its_epochs_before_they_leave_int32():
     # The epoch is a kernel argument: past 2**31 - 1 Triton would retype it
     # (a new compile, and the launcher's cached kernel would get the wrong
