@@ -40,8 +40,9 @@ def breakdown(x, r, w, y):
         (k, v) for k, v in launch._compiled.items() if k[2] == x.dtype and not k[5] and not k[6]]
     cfg, n = key[0], x.shape[-1]
     grid = -(-x.numel() // n // cfg.block_m) * cfg.splits
-    tail = (None, None, None, None, x.numel() // n, n, n, n, n, 0, 1e-6,
-            cfg.block_m, cfg.block_n, cfg.splits, 1, False, False)
+    # res, rstd, exchange slots; n_rows, n_cols, 4 row strides; eps, epoch; the constexprs.
+    tail = (None, None, None, x.numel() // n, n, n, n, n, 0, 1e-6, 0,
+            cfg.block_m, cfg.block_n, cfg.splits, 1, cfg.weight_first, False, False)
     args = (x, r, w, y, *tail)
     stream = torch.cuda.current_stream().cuda_stream
     ptrs = (x.data_ptr(), r.data_ptr(), w.data_ptr(), y.data_ptr())
@@ -71,7 +72,7 @@ def main():
     print("| shape | dtype | impl | host µs/call (no sync) | µs/call (sync each) | ratio to torch.add (no sync) |")
     print("|---|---|---|---|---|---|")
     for rows, n in [(1, 4096), (32, 4096)]:
-        for dt in [torch.bfloat16]:
+        for dt in [torch.bfloat16, torch.float16, torch.float32]:
             x, r = torch.randn(rows, n, device="cuda", dtype=dt), torch.randn(rows, n, device="cuda", dtype=dt)
             w = torch.randn(n, device="cuda", dtype=dt)
             y = torch.empty_like(x)
