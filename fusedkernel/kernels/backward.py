@@ -7,15 +7,20 @@ With t_hat = t * rstd and g = dy * w (all fp32, per row of N):
     dw = sum over rows of dy * t_hat
 
 t is recomputed from x and residual in fp32 (the exact sum the forward
-normalized); rstd is the forward's fp32 rstd. Two paths (chosen in
+normalized); rstd is the forward's fp32 rstd. Three paths (chosen in
 config.py):
 
 * rows: persistent programs each hold whole rows, walk row blocks pid,
   pid + G, ... and keep their share of dw in registers, written once to
   ``dw_part[pid, :]``. Reads x, residual, dy and writes dx once: 4 row-trips.
-* columns (rows too wide for one program's registers): pass 1 forms each
-  row's dot product in column chunks; pass 2, a grid of column chunks by row
-  groups, writes dx and each group's dw share. x, residual and dy are read
+* split (GPU, from 16384 wide): each row is split over adjacent programs
+  that exchange their partial dot products (the forward's epoch-tagged
+  exchange) and hold their tiles through it: 4 row-trips, persistent over
+  row blocks, each program's dw share for its columns kept in registers.
+* columns (rows too wide for one program's registers, in the interpreter
+  or too wide to split over a GPU's SMs): pass 1 forms each row's dot
+  product in column chunks; pass 2, a grid of column chunks by row groups,
+  writes dx and each group's dw share. x, residual and dy are read
   twice: 7 row-trips, but every SM is busy however few the rows, and dw_part
   holds one row of N per row group, not per program.
 

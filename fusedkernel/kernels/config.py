@@ -117,7 +117,8 @@ def forward_config(n_cols: int, elem_bytes: int, max_splits: int) -> ForwardConf
 # Backward (tools/tune_backward.py on the H200, bf16, 128 MiB per tensor,
 # fraction of the floor torch.addcmul(x, r, dy, out=dx); docs/tuning.md):
 # whole rows up to 16384 wide (0.617 there against 0.551 for the columns
-# path), the columns path beyond (0.52-0.54 at 65536 and 262144).
+# path), the columns path beyond (0.52-0.54 at 65536 and 262144). On a GPU
+# the split path (below) takes over from 16384 wide.
 BWD_MAX_TILE_N = 16384
 # Narrow rows are latency-bound: about 8192 elements in flight per SM, as
 # 4-warp programs of 1024 (512 wide: 2 rows, 4 warps, 8 per SM gave 0.870; the
