@@ -46,7 +46,12 @@ class FusedAddRMSNorm(nn.Module):
 
     def forward(self, x: torch.Tensor, residual: torch.Tensor, *,
                 inplace_residual: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-        """Return ``(y, x + residual)``; with ``inplace_residual`` the sum is written into ``residual``."""
+        """Return ``(y, x + residual)``; with ``inplace_residual`` the sum is written into ``residual``.
+
+        Raises: as :func:`fusedkernel.add_rmsnorm`; TypeError if inplace_residual is not a bool.
+        """
+        if type(inplace_residual) is not bool:
+            raise TypeError(f"inplace_residual must be a Python bool, got {type(inplace_residual).__name__}")
         if inplace_residual:
             return add_rmsnorm(x, residual, self.weight, self.eps, inplace_residual=True)
         return add_rmsnorm(x, residual, self.weight, self.eps, return_residual=True)

@@ -186,7 +186,8 @@ def add_rmsnorm(x: Tensor, residual: Tensor, weight: Tensor, eps: float = 1e-6, 
     of squares itself overflows when sum(t*t) over the row exceeds 3.4e38
     (|t| around 1.8e19 / sqrt(N): 1.4e17 at N = 16384; float32 and bfloat16
     inputs only); such rows come out as zeros, as they do in the float32
-    eager chain.
+    eager chain. So do rows whose mean square plus eps exceeds 3.4e38 (eps
+    itself may be up to float32's maximum).
     """
     eps = check_inputs(x, residual, weight, eps)
     if type(return_residual) is not bool or type(inplace_residual) is not bool:

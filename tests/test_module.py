@@ -26,6 +26,17 @@ def test_inplace_residual_and_weight_gradient(device):
     assert norm.weight.grad.shape == (32,) and torch.isfinite(norm.weight.grad).all()
 
 
+@pytest.mark.parametrize("flag", [1, "False"])
+def test_inplace_residual_flag_must_be_a_bool(flag, device):
+    # A truthy non-bool would update the residual in place without being asked to.
+    norm = FusedAddRMSNorm(8, device=device)
+    x, r = rand((2, 8), torch.float32, device), rand((2, 8), torch.float32, device)
+    before = r.clone()
+    with torch.no_grad(), pytest.raises(TypeError, match="inplace_residual must be a Python bool, got"):
+        norm(x, r, inplace_residual=flag)
+    assert torch.equal(r, before)
+
+
 def test_state_dict_and_repr(device):
     norm = FusedAddRMSNorm(16, device=device)
     assert list(norm.state_dict()) == ["weight"] and torch.equal(norm.weight, torch.ones(16, device=device))

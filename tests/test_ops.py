@@ -2,6 +2,7 @@
 
 import math
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
@@ -266,13 +267,55 @@ def test_weight_loaded_first_or_last_gives_the_same_bits(dtype, block_m, n, devi
     (dict(block_n=96), "block_n must be a power of two"),
     (dict(num_warps=0), "num_warps must be a power of two"),
     (dict(splits=0), "splits must be >= 1"),
-    (dict(weight_first=1), "weight_first must be a bool, got 1"),
+    (dict(num_warps=64), "num_warps must be at most 32, got 64"),
+    (dict(block_m=16, block_n=2**17), r"block_m \* block_n must be at most 1048576 \(Triton's largest tensor\)"),
 ])
 def test_bad_forward_settings_are_refused(kwargs, match):
     from fusedkernel.kernels.config import ForwardConfig
 
     with pytest.raises(ValueError, match=match):
         ForwardConfig(**{**dict(path="rows", block_m=1, block_n=64, splits=1, num_warps=4), **kwargs})
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(weight_first=1), "weight_first must be a bool, got 1"),
+    (dict(block_n=64.0), "block_n must be an int, got float 64.0"),
+    (dict(splits=True), "splits must be an int, got bool True"),
+    (dict(block_m=np.int64(2)), r"block_m must be an int, got int64 np.int64\(2\)"),
+])
+def test_forward_settings_of_the_wrong_type_are_refused(kwargs, match):
+    from fusedkernel.kernels.config import ForwardConfig
+
+    with pytest.raises(TypeError, match=match):
+        ForwardConfig(**{**dict(path="rows", block_m=1, block_n=64, splits=1, num_warps=4), **kwargs})
+
+
+def test_launch_settings_of_the_other_pass_are_refused(device):
+    # A BackwardConfig's fields would be read as a forward's (and the reverse): wrong columns, silently.
+    from fusedkernel.kernels.config import BackwardConfig, ForwardConfig
+    from fusedkernel.kernels.launch import backward_rows
+
+    x = rand((3, 64), torch.float32, device)
+    with pytest.raises(TypeError, match="cfg must be a ForwardConfig, got BackwardConfig"):
+        forward_rows(x, x, x[0], 1e-6, torch.empty_like(x), cfg=BackwardConfig("rows", 1, 64, 4, 2))
+    with pytest.raises(TypeError, match="cfg must be a BackwardConfig, got ForwardConfig"):
+        backward_rows(x, None, x, x, x[0], torch.ones(3, device=device), torch.empty_like(x),
+                      cfg=ForwardConfig("looped", 1, 16, 1, 4))
+
+
+@pytest.mark.parametrize("args, match", [
+    ((0, 2, 132), "n_cols must be an int >= 1, got 0"),
+    ((16384.0, 2, 132), "n_cols must be an int >= 1, got 16384.0"),
+    ((100000, 0, 132), "elem_bytes must be 2 or 4, got 0"),
+    ((20000, 3, 132), "elem_bytes must be 2 or 4, got 3"),
+    ((4096, 2, 0), "max_splits must be an int >= 1, got 0"),
+])
+def test_launch_tables_refuse_bad_arguments(args, match):
+    from fusedkernel.kernels.config import backward_config, forward_config
+
+    for table in (forward_config, backward_config):
+        with pytest.raises(ValueError, match=match):
+            table(*args)
 
 
 def test_forward_settings_that_miss_columns_are_refused(device):

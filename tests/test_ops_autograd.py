@@ -89,10 +89,21 @@ def test_one_program_writes_dweight_in_the_weight_dtype(n, device):
     (dict(block_n=0), "block_n must be a power of two"),
     (dict(num_warps=6), "num_warps must be a power of two"),
     (dict(programs_per_sm=0), "programs_per_sm must be >= 1"),
-    (dict(wait_warps=3), "wait_warps must be 0 or a power of two, got 3"),
+    (dict(wait_warps=3), "wait_warps must be 0 or a power of two <= 32, got 3"),
+    (dict(wait_warps=64), "wait_warps must be 0 or a power of two <= 32, got 64"),
 ])
 def test_bad_backward_settings_are_refused(kwargs, match):
     with pytest.raises(ValueError, match=match):
+        BackwardConfig(**{**dict(path="rows", block_m=1, block_n=64, num_warps=4, programs_per_sm=2), **kwargs})
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(wait_warps=2.0), "wait_warps must be an int, got float 2.0"),
+    (dict(programs_per_sm=1.5), "programs_per_sm must be an int, got float 1.5"),
+    (dict(block_m=True), "block_m must be an int, got bool True"),
+])
+def test_backward_settings_of_the_wrong_type_are_refused(kwargs, match):
+    with pytest.raises(TypeError, match=match):
         BackwardConfig(**{**dict(path="rows", block_m=1, block_n=64, num_warps=4, programs_per_sm=2), **kwargs})
 
 

@@ -72,15 +72,25 @@ class ForwardConfig:
     def __post_init__(self) -> None:
         _check_settings(self, ("rows", "looped"), ("block_m", "block_n", "num_warps"), ("splits",))
         if type(self.weight_first) is not bool:
-            raise ValueError(f"ForwardConfig.weight_first must be a bool, got {self.weight_first!r}")
+            raise TypeError(f"ForwardConfig.weight_first must be a bool, got {self.weight_first!r}")
+
+
+# Triton's limits: a tensor of at most 2**20 elements, a program of at most 32 warps.
+MAX_TILE_ELEMS = 2**20
+MAX_WARPS = 32
 
 
 def _check_settings(cfg, paths: tuple[str, ...], powers_of_two: tuple[str, ...], positive: tuple[str, ...]) -> None:
     # Settings come from tests and the tuning tools too: a bad one must fail
-    # here, not launch a kernel that skips columns.
+    # here, not launch a kernel that skips columns or fails inside Triton.
     name = type(cfg).__name__
     if cfg.path not in paths:
         raise ValueError(f"{name}.path must be one of {paths}, got {cfg.path!r}")
+    for field in powers_of_two + positive:
+        value = getattr(cfg, field)
+        # Python ints only: a float, bool or numpy int reaches Triton as something else.
+        if type(value) is not int:
+            raise TypeError(f"{name}.{field} must be an int, got {type(value).__name__} {value!r}")
     for field in powers_of_two:
         value = getattr(cfg, field)
         if value < 1 or value & (value - 1):
@@ -88,9 +98,23 @@ def _check_settings(cfg, paths: tuple[str, ...], powers_of_two: tuple[str, ...],
     for field in positive:
         if getattr(cfg, field) < 1:
             raise ValueError(f"{name}.{field} must be >= 1, got {getattr(cfg, field)}")
+    if cfg.num_warps > MAX_WARPS:
+        raise ValueError(f"{name}.num_warps must be at most {MAX_WARPS}, got {cfg.num_warps}")
+    if cfg.block_m * cfg.block_n > MAX_TILE_ELEMS:
+        raise ValueError(f"{name}: block_m * block_n must be at most {MAX_TILE_ELEMS} (Triton's largest tensor), "
+                         f"got {cfg.block_m} * {cfg.block_n}")
 
 
-@functools.lru_cache(maxsize=1024)
+def _check_table_args(n_cols: object, elem_bytes: object, max_splits: object) -> None:
+    for name, value in (("n_cols", n_cols), ("max_splits", max_splits)):
+        if type(value) is not int or value < 1:
+            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+    if elem_bytes not in (2, 4) or type(elem_bytes) is not int:
+        raise ValueError(f"elem_bytes must be 2 or 4, got {elem_bytes!r}")
+
+
+# typed: 16384.0 must not hit 16384's entry and skip the argument checks.
+@functools.lru_cache(maxsize=1024, typed=True)
 def forward_config(n_cols: int, elem_bytes: int, max_splits: int) -> ForwardConfig:
     """Launch settings for rows of ``n_cols`` elements (n_cols >= 1) of ``elem_bytes`` bytes (2 or 4).
 
@@ -99,8 +123,9 @@ def forward_config(n_cols: int, elem_bytes: int, max_splits: int) -> ForwardConf
     by one, so a waiting one would wait forever), the SM count on a GPU
     (every SM holds at least one program, so a row group of at most that
     many is resident at once once the groups before it are done). Wider
-    rows take the looped path.
+    rows take the looped path. ValueError for any other arguments.
     """
+    _check_table_args(n_cols, elem_bytes, max_splits)
     if n_cols * elem_bytes <= MAX_TILE_BYTES:
         block_n = triton.next_power_of_2(n_cols)
         block_m = max(1, NARROW_TILE_ELEMS // block_n)
@@ -176,17 +201,23 @@ class BackwardConfig:
 
     def __post_init__(self) -> None:
         _check_settings(self, ("rows", "columns", "split"), ("block_m", "block_n", "num_warps"), ("programs_per_sm",))
-        if self.wait_warps < 0 or self.wait_warps & (self.wait_warps - 1):
-            raise ValueError(f"BackwardConfig.wait_warps must be 0 or a power of two, got {self.wait_warps}")
+        if type(self.wait_warps) is not int:
+            raise TypeError(f"BackwardConfig.wait_warps must be an int, got {type(self.wait_warps).__name__} "
+                            f"{self.wait_warps!r}")
+        if self.wait_warps < 0 or self.wait_warps & (self.wait_warps - 1) or self.wait_warps > MAX_WARPS:
+            raise ValueError(f"BackwardConfig.wait_warps must be 0 or a power of two <= {MAX_WARPS}, "
+                             f"got {self.wait_warps}")
 
 
-@functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=1024, typed=True)
 def backward_config(n_cols: int, elem_bytes: int, max_splits: int) -> BackwardConfig:
     """Backward launch settings for rows of ``n_cols`` elements (n_cols >= 1) of ``elem_bytes`` bytes (2 or 4).
 
     ``max_splits`` as for :func:`forward_config`: 1 in the interpreter,
-    which therefore never takes the split path.
+    which therefore never takes the split path. ValueError for any other
+    arguments.
     """
+    _check_table_args(n_cols, elem_bytes, max_splits)
     block_n = triton.next_power_of_2(n_cols)
     if block_n >= BWD_SPLIT_MIN_N and max_splits > 1:
         block_m, cols, warps, per_sm = BWD_SPLIT[elem_bytes]

@@ -142,10 +142,11 @@ def forward_rows(x: torch.Tensor, r: torch.Tensor, weight: torch.Tensor, eps: fl
     that collapse into one row stride (see ``_validation.rows_view``); inputs
     must already be validated. Writes y, and res / rstd (float32, one per row)
     when given. Launches on x's device and that device's current stream.
-    ``cfg`` overrides the launch table (tests and tuning); ValueError if its
-    rows path would not cover a whole row, or would split rows in the
-    interpreter (split programs wait for each other there, forever) or over
-    more programs than the GPU has SMs.
+    ``cfg`` overrides the launch table (tests and tuning); TypeError if it
+    is not a ForwardConfig, ValueError if its rows path would not cover a
+    whole row, or would split rows in the interpreter (split programs wait
+    for each other there, forever) or over more programs than the GPU has
+    SMs.
     """
     n_cols = x.shape[-1]
     n_rows = x.numel() // n_cols
@@ -153,6 +154,8 @@ def forward_rows(x: torch.Tensor, r: torch.Tensor, weight: torch.Tensor, eps: fl
     max_splits = _max_splits(device)
     if cfg is None:
         cfg = forward_config(n_cols, x.element_size(), max_splits)
+    elif type(cfg) is not ForwardConfig:
+        raise TypeError(f"cfg must be a ForwardConfig, got {type(cfg).__name__}")
     elif cfg.path == "rows":
         if cfg.block_n * cfg.splits < n_cols:
             raise ValueError(f"cfg: block_n * splits must cover the hidden size {n_cols}, "
@@ -201,11 +204,16 @@ def backward_rows(dy2: torch.Tensor, dres2: torch.Tensor | None, x2: torch.Tenso
 
     ``rstd`` is the forward's float32 rstd per row; ``dres2`` the gradient of
     the residual output, if any. Launches on x2's device and current stream.
-    ``cfg`` overrides the launch table (tests and tuning); ValueError if
-    its rows path would not hold a whole row.
+    ``cfg`` overrides the launch table (tests and tuning); TypeError if it
+    is not a BackwardConfig, ValueError if its rows path would not hold a
+    whole row or its split path would split a row over more programs than
+    may wait for each other (see ``forward_config``).
     """
     n_rows, n_cols = x2.shape
-    cfg = cfg or backward_config(n_cols, x2.element_size(), _max_splits(x2.get_device()))
+    if cfg is None:
+        cfg = backward_config(n_cols, x2.element_size(), _max_splits(x2.get_device()))
+    elif type(cfg) is not BackwardConfig:
+        raise TypeError(f"cfg must be a BackwardConfig, got {type(cfg).__name__}")
     if cfg.path == "rows" and cfg.block_n < n_cols:
         raise ValueError(f"cfg: the rows path holds whole rows, so block_n must be >= the hidden size "
                          f"{n_cols}, got {cfg.block_n}")
