@@ -221,7 +221,7 @@ def backward_config(n_cols: int, elem_bytes: int, max_splits: int) -> BackwardCo
     block_n = triton.next_power_of_2(n_cols)
     if block_n >= BWD_SPLIT_MIN_N and max_splits > 1:
         block_m, cols, warps, per_sm = BWD_SPLIT[elem_bytes]
-        while triton.cdiv(n_cols, cols) > max_splits and warps < 32:
+        while triton.cdiv(n_cols, cols) > max_splits and warps < MAX_WARPS:
             cols, warps, per_sm = 2 * cols, 2 * warps, max(1, per_sm // 2)
         if triton.cdiv(n_cols, cols) <= max_splits:
             return BackwardConfig("split", block_m, cols, warps, per_sm)

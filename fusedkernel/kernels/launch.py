@@ -42,9 +42,10 @@ def _counter_buffer(device: torch.device, n: int, period: int) -> torch.Tensor:
 
 
 def _slot_buffer(device: torch.device, n: int) -> tuple[torch.Tensor, int]:
-    """The forward split path's exchange slots (int64, at least ``n``) and this launch's epoch.
+    """Exchange slots of the split paths (int64, at least ``n``) and this launch's epoch.
 
-    A slot holds (epoch << 32) | partial sum (see forward._exchange), so a
+    A slot holds (epoch << 32) | a partial sum (see forward._exchange; the
+    forward and the backward split paths share the buffer), so a
     slot must never already hold the epoch a launch waits for: one
     zero-initialised buffer per (device, stream) takes epochs 1, 2, ...,
     one per launch, and is replaced (zeros, epoch 1 again) when it is too
@@ -190,8 +191,6 @@ def forward_rows(x: torch.Tensor, r: torch.Tensor, weight: torch.Tensor, eps: fl
             cfg.num_warps, 7, device)
 
 
-
-
 def backward_rows(dy2: torch.Tensor, dres2: torch.Tensor | None, x2: torch.Tensor, r2: torch.Tensor,
                   weight: torch.Tensor, rstd: torch.Tensor, dx2: torch.Tensor,
                   cfg: BackwardConfig | None = None) -> torch.Tensor:
@@ -210,8 +209,9 @@ def backward_rows(dy2: torch.Tensor, dres2: torch.Tensor | None, x2: torch.Tenso
     may wait for each other (see ``forward_config``).
     """
     n_rows, n_cols = x2.shape
+    max_splits = _max_splits(x2.get_device())
     if cfg is None:
-        cfg = backward_config(n_cols, x2.element_size(), _max_splits(x2.get_device()))
+        cfg = backward_config(n_cols, x2.element_size(), max_splits)
     elif type(cfg) is not BackwardConfig:
         raise TypeError(f"cfg must be a BackwardConfig, got {type(cfg).__name__}")
     if cfg.path == "rows" and cfg.block_n < n_cols:
@@ -229,9 +229,9 @@ def backward_rows(dy2: torch.Tensor, dres2: torch.Tensor | None, x2: torch.Tenso
         meta = dict(BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, HAS_DRES=has_dres, num_warps=cfg.num_warps)
         if cfg.path == "split":
             splits = -(-n_cols // cfg.block_n)
-            if splits > _max_splits(x2.get_device()):
+            if splits > max_splits:
                 raise ValueError(f"cfg: the split path's programs per row, {splits}, must be at most "
-                                 f"{_max_splits(x2.get_device())} (they wait for each other, so they must fit "
+                                 f"{max_splits} (they wait for each other, so they must fit "
                                  "at once: one per SM on a GPU, one in the interpreter)")
             lanes = max(1, min(row_blocks, per_device // splits))
             dw_part = _dw_parts(lanes, weight)
