@@ -12,6 +12,8 @@ import numbers
 import torch
 
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+_Tensor, _STRIDED = torch.Tensor, torch.strided
+_F32, _F16, _BF16 = FLOAT_DTYPES
 
 
 # The kernels take eps as float32: it must survive that conversion as a normal
@@ -60,6 +62,25 @@ def check_inputs(x: object, residual: object, weight: object, eps: object) -> fl
         ValueError: a sparse or nested tensor, mismatched shapes or devices,
             N == 0, eps out of range (see check_eps).
     """
+    # The common case in one expression, each fact read once (a decode step
+    # pays for every check); anything else is checked one by one, which also
+    # finds the message.
+    if (isinstance(x, _Tensor) and isinstance(residual, _Tensor) and isinstance(weight, _Tensor)
+            and x.layout is _STRIDED and residual.layout is _STRIDED and weight.layout is _STRIDED
+            and not (x.is_nested or residual.is_nested or weight.is_nested)):
+        dtype, shape, index = x.dtype, x.shape, x.get_device()
+        if ((dtype is _BF16 or dtype is _F16 or dtype is _F32) and residual.dtype is dtype
+                and (weight.dtype is dtype or weight.dtype is _F32) and residual.shape == shape
+                and shape and shape[-1] and weight.shape == shape[-1:]
+                and (weight.stride(0) == 1 or shape[-1] == 1)
+                and residual.get_device() == index and weight.get_device() == index
+                and (index >= 0 or x.device == residual.device == weight.device)):
+            return check_eps(eps)
+    return _check_one_by_one(x, residual, weight, eps)
+
+
+def _check_one_by_one(x: object, residual: object, weight: object, eps: object) -> float:
+    # check_inputs's checks in order, each with its message.
     for name, t in (("x", x), ("residual", residual), ("weight", weight)):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")

@@ -6,9 +6,10 @@ import pytest
 import torch
 
 from fusedkernel import add_rmsnorm, add_rmsnorm_compiled, add_rmsnorm_eager
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from fusedkernel import _validation
 from fusedkernel._validation import _rows_overlap, check_eps
 
 OPS = [add_rmsnorm, add_rmsnorm_eager, add_rmsnorm_compiled]
@@ -179,3 +180,75 @@ def test_float32_x_names_one_weight_dtype(device):
     x = torch.ones(2, 8, device=device)
     with pytest.raises(TypeError, match=r"weight must be torch.float32 \(x's dtype\), got torch.bfloat16$"):
         add_rmsnorm(x, x, torch.ones(8, dtype=torch.bfloat16, device=device))
+
+
+
+_MUTATIONS = ["list", "strided", "sparse", "parameter", "meta", "cpu", "float64", "int32", "float32", "bfloat16",
+              "shape", "scalar", "zero_width", "weight_2d", "weight_longer", "subclass", "nested"]
+
+
+class _Subclass(torch.Tensor):
+    pass
+
+
+def _mutate(t, mutation):
+    if mutation == "list":
+        return [1.0]
+    if mutation == "strided" and t.dim() >= 1:
+        return torch.zeros(*t.shape[:-1], 2 * t.shape[-1], dtype=t.dtype, device=t.device)[..., ::2]
+    if mutation == "sparse" and t.device.type == "cpu":
+        return t.to_sparse()
+    if mutation == "parameter":
+        return torch.nn.Parameter(t, requires_grad=False)
+    if mutation == "nested" and t.dim() >= 1 and t.numel():
+        return torch.nested.nested_tensor([t.reshape(-1, t.shape[-1])])
+    if mutation == "subclass":
+        return t.as_subclass(_Subclass)
+    if mutation in ("meta", "cpu"):
+        return t.to(mutation)
+    if mutation in ("float64", "int32", "float32", "bfloat16"):
+        return t.to(getattr(torch, mutation))
+    if mutation == "shape":
+        return torch.zeros(*t.shape, 2, dtype=t.dtype, device=t.device)
+    if mutation == "scalar":
+        return torch.zeros((), dtype=t.dtype, device=t.device)
+    if mutation == "zero_width":
+        return torch.zeros(*t.shape[:-1], 0, dtype=t.dtype, device=t.device)
+    if mutation == "weight_2d":
+        return t.reshape(1, -1)
+    if mutation == "weight_longer":
+        return torch.zeros((t.shape[-1] if t.dim() else 0) + 1, dtype=t.dtype, device=t.device)
+    return t
+
+
+# The device fixture is a constant, so sharing it across examples is safe.
+@pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors is in prototype stage")
+@settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(dtype=st.sampled_from([torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int32]),
+       weight_dtype=st.sampled_from(["x's", torch.float32, torch.float16]),
+       shape=st.lists(st.integers(1, 3), max_size=2).flatmap(lambda lead: st.integers(0, 3).map(
+           lambda n: (*lead, n))),
+       mutations=st.lists(st.tuples(st.integers(0, 2), st.sampled_from(_MUTATIONS)), max_size=2),
+       eps=st.sampled_from([1e-6, 1e-6, 1e-6, 1, 0.0, -1.0, math.nan, math.inf, 1e-50, 1e39, True, "1e-6"]))
+def test_check_inputs_common_case_agrees_with_the_checks_one_by_one(dtype, weight_dtype, shape, mutations, eps,
+                                                                     device):
+    # check_inputs takes a one-expression shortcut for valid inputs: it must
+    # accept exactly what the one-by-one checks accept, with the same result.
+    # Inputs of one dtype and shape (valid for float dtypes and N >= 1), then
+    # up to two changes that may make them invalid.
+    w_dtype = dtype if weight_dtype == "x's" else weight_dtype
+    args = [torch.zeros(shape, dtype=dtype, device=device), torch.zeros(shape, dtype=dtype, device=device),
+            torch.zeros(shape[-1], dtype=w_dtype, device=device)]
+    for which, mutation in mutations:
+        # Sparse, nested, meta and subclassed tensors stay as they are (torch cannot change all of them).
+        t = args[which]
+        if type(t) is torch.Tensor and t.layout == torch.strided and not (t.is_nested or t.is_meta):
+            args[which] = _mutate(args[which], mutation)
+
+    def outcome(check):
+        try:
+            return check(*args, eps)
+        except (TypeError, ValueError) as e:
+            return type(e), str(e)
+
+    assert outcome(_validation.check_inputs) == outcome(_validation._check_one_by_one)

@@ -67,9 +67,10 @@ def _slot_buffer(device: torch.device, n: int) -> tuple[torch.Tensor, int]:
 
 # Compiled kernels for launches whose arguments are all "aligned": every
 # pointer 16-byte aligned, every int argument divisible by 16 and < 2**31.
-# Triton specializes a kernel on exactly these facts (besides dtypes, None
-# arguments and constexprs, which are in the key with the device), so one
-# compiled kernel serves every such launch. Its C launcher is then called
+# Triton specializes a kernel on exactly these facts besides dtypes, None
+# arguments and constexprs, which the key fixes with the device (the
+# constexprs through the config, or through the hidden size that picks it),
+# so one compiled kernel serves every such launch. Its C launcher is then called
 # directly, with the pointers as ints: that skips JITFunction.run's argument
 # binding and cache key, CompiledKernel's Python wrappers, and the launcher's
 # per-pointer data_ptr() call and cuPointerGetAttribute check (the tensors
@@ -89,39 +90,40 @@ def _hooked(hook) -> bool:
     return hook is not None and bool(getattr(hook, "calls", True))
 
 
-def _launch(kernel, grid: int, key: tuple, args: tuple, num_warps: int, n_ptrs: int, device: int) -> None:
-    """Launch ``kernel`` on ``grid`` programs with all its arguments in signature order.
+def _launch(kernel, grid: int, key: tuple, ptrs: tuple, args: tuple, num_warps: int, device: int) -> None:
+    """Launch ``kernel`` on ``grid`` programs of ``num_warps`` warps.
 
-    The first ``n_ptrs`` arguments are tensors (or None where unused),
-    followed by n_rows, then the int arguments Triton specializes (n_cols and
-    the row strides), then eps, any other runtime arguments and the
-    constexprs. Launches on the current
-    device, which must be ``device``, and its current stream.
+    ``ptrs`` are its tensor arguments (None where unused), ``args`` the rest
+    in signature order: n_rows, the int arguments Triton specializes (n_cols
+    and the 4 row strides), then eps, any other runtime arguments and the
+    constexprs. ``key`` must determine everything Triton specializes on
+    besides alignment. Launches on the current device, which must be
+    ``device``, and its current stream.
     """
     if _FAST:
-        ptrs = [t if t is None else t.data_ptr() for t in args[:n_ptrs]]
-        bits = 0
-        for p in ptrs:
-            if p is not None:
-                bits |= p
-        n_rows, *ints = args[n_ptrs:n_ptrs + 6]
-        if not (bits | ints[0] | ints[1] | ints[2] | ints[3] | ints[4]) & 15 and max(n_rows, *ints) < 2**31:
+        p = [t if t is None else t.data_ptr() for t in ptrs]
+        n_rows, n_cols, s0, s1, s2, s3 = args[:6]
+        bits = n_cols | s0 | s1 | s2 | s3
+        for v in p:
+            if v is not None:
+                bits |= v
+        if not bits & 15 and max(n_rows, n_cols, s0, s1, s2, s3) < 2**31:
             entry = _compiled.get(key)
             # A profiler's launch hooks want launch metadata: the JIT path gives it.
             if entry is not None and not (_hooked(_knobs.launch_enter_hook) or _hooked(_knobs.launch_exit_hook)):
                 launch, function, metadata, cooperative, pdl = entry
                 launch(grid, 1, 1, _raw_stream(device), function, cooperative, pdl, None, None, metadata,
-                       None, None, None, *ptrs, *args[n_ptrs:])
+                       None, None, None, *p, *args)
                 return
             if entry is None:
-                compiled = kernel[(grid,)](*args, num_warps=num_warps)
+                compiled = kernel[(grid,)](*ptrs, *args, num_warps=num_warps)
                 run = compiled.run
                 # Kernels that need scratch memory get it from CudaLauncher.__call__.
                 if not (run.global_scratch_size or run.profile_scratch_size):
                     _compiled[key] = (run.launch, compiled.function, compiled.packed_metadata,
                                       run.launch_cooperative_grid, run.launch_pdl)
                 return
-    kernel[(grid,)](*args, num_warps=num_warps)
+    kernel[(grid,)](*ptrs, *args, num_warps=num_warps)
 
 
 @functools.lru_cache(maxsize=16)
@@ -152,32 +154,41 @@ def forward_rows(x: torch.Tensor, r: torch.Tensor, weight: torch.Tensor, eps: fl
     n_cols = x.shape[-1]
     n_rows = x.numel() // n_cols
     device = x.get_device()
-    max_splits = _max_splits(device)
+    flags = (device, x.dtype, weight.dtype, y.dtype, res is not None, rstd is not None)
     if cfg is None:
-        cfg = forward_config(n_cols, x.element_size(), max_splits)
-    elif type(cfg) is not ForwardConfig:
-        raise TypeError(f"cfg must be a ForwardConfig, got {type(cfg).__name__}")
-    elif cfg.path == "rows":
-        if cfg.block_n * cfg.splits < n_cols:
-            raise ValueError(f"cfg: block_n * splits must cover the hidden size {n_cols}, "
-                             f"got {cfg.block_n} * {cfg.splits}")
-        if cfg.splits > 1 and INTERPRET:
-            raise ValueError("cfg: splits > 1 needs a GPU (the interpreter runs programs one by one)")
-        if cfg.splits > max_splits:
-            raise ValueError(f"cfg: splits must be at most the SM count {max_splits} (a row group's "
-                             f"programs wait for each other, so they must fit at once), got {cfg.splits}")
+        cfg = forward_config(n_cols, x.element_size(), _max_splits(device))
+        # The table's choice follows from n_cols, the dtype and the device:
+        # keying on them spares hashing the config (a dataclass) per call.
+        key = (n_cols, *flags)
+    else:
+        key = (cfg, *flags)
+        if type(cfg) is not ForwardConfig:
+            raise TypeError(f"cfg must be a ForwardConfig, got {type(cfg).__name__}")
+        max_splits = _max_splits(device)
+        if cfg.path == "rows":
+            if cfg.block_n * cfg.splits < n_cols:
+                raise ValueError(f"cfg: block_n * splits must cover the hidden size {n_cols}, "
+                                 f"got {cfg.block_n} * {cfg.splits}")
+            if cfg.splits > 1 and INTERPRET:
+                raise ValueError("cfg: splits > 1 needs a GPU (the interpreter runs programs one by one)")
+            if cfg.splits > max_splits:
+                raise ValueError(f"cfg: splits must be at most the SM count {max_splits} (a row group's "
+                                 f"programs wait for each other, so they must fit at once), got {cfg.splits}")
     # Inputs first, so a bad layout is reported under the argument's name.
-    stride_x, stride_r = row_stride(x, "x"), row_stride(r, "residual")
-    stride_res = row_stride(res, "residual output") if res is not None else 0
-    common = (n_rows, n_cols, stride_x, stride_r, row_stride(y, "y"), stride_res, eps)
+    # Contiguous tensors (decode's, and every output the op allocates) skip
+    # row_stride's call.
+    stride_x = n_cols if x.is_contiguous() else row_stride(x, "x")
+    stride_r = n_cols if r.is_contiguous() else row_stride(r, "residual")
+    stride_res = 0 if res is None else n_cols if res.is_contiguous() else row_stride(res, "residual output")
+    stride_y = n_cols if y.is_contiguous() else row_stride(y, "y")
+    common = (n_rows, n_cols, stride_x, stride_r, stride_y, stride_res, eps)
     # Triton launches on the current device: switch only when it differs.
     if device >= 0 and device != _current_device():
         with torch.cuda.device(device):
             return forward_rows(x, r, weight, eps, y, res, rstd, cfg)
-    key = (cfg, device, x.dtype, weight.dtype, y.dtype, res is not None, rstd is not None)
     if cfg.path == "looped":
-        _launch(_looped_kernel, n_rows, key, (x, r, weight, y, res, rstd, *common, cfg.block_n,
-                                              res is not None, rstd is not None), cfg.num_warps, 6, device)
+        _launch(_looped_kernel, n_rows, key, (x, r, weight, y, res, rstd),
+                (*common, cfg.block_n, res is not None, rstd is not None), cfg.num_warps, device)
         return
     # Plain integer arithmetic: triton.cdiv and triton.next_power_of_2 are
     # ConstexprFunctions in Triton 3.6, ~2 us of host time per call each.
@@ -185,10 +196,9 @@ def forward_rows(x: torch.Tensor, r: torch.Tensor, weight: torch.Tensor, eps: fl
     slots, epoch = None, 0  # SPLITS == 1: no exchange
     if cfg.splits > 1:
         slots, epoch = _slot_buffer(x.device, groups * cfg.splits * cfg.block_m)
-    _launch(_rows_kernel, groups * cfg.splits, key,
-            (x, r, weight, y, res, rstd, slots, *common, epoch, cfg.block_m, cfg.block_n,
-             cfg.splits, 1 << (cfg.splits - 1).bit_length(), cfg.weight_first, res is not None, rstd is not None),
-            cfg.num_warps, 7, device)
+    _launch(_rows_kernel, groups * cfg.splits, key, (x, r, weight, y, res, rstd, slots),
+            (*common, epoch, cfg.block_m, cfg.block_n, cfg.splits, 1 << (cfg.splits - 1).bit_length(),
+             cfg.weight_first, res is not None, rstd is not None), cfg.num_warps, device)
 
 
 def backward_rows(dy2: torch.Tensor, dres2: torch.Tensor | None, x2: torch.Tensor, r2: torch.Tensor,
