@@ -36,9 +36,11 @@ def per_call_us(fn, n=2000, sync_each=False):
 def breakdown(x, r, w, y):
     """Each step of add_rmsnorm's eager no-grad path, timed alone."""
     fusedkernel.add_rmsnorm(x, r, w)  # fills the launcher's cache of compiled kernels
-    (key, (run, function, metadata, cooperative, pdl)), = [
-        (k, v) for k, v in launch._compiled.items() if k[2] == x.dtype and not k[5] and not k[6]]
-    cfg, n = key[0], x.shape[-1]
+    # Keys of table launches: (n_cols, device, x, weight and y dtypes, residual output?, rstd?).
+    (run, function, metadata, cooperative, pdl), = [
+        v for k, v in launch._compiled.items() if k[0] == x.shape[-1] and k[2] == x.dtype and not k[5] and not k[6]]
+    n = x.shape[-1]
+    cfg = config.forward_config(n, x.element_size(), launch._max_splits(0))
     grid = -(-x.numel() // n // cfg.block_m) * cfg.splits
     # res, rstd, exchange slots; n_rows, n_cols, 4 row strides; eps, epoch; the constexprs.
     tail = (None, None, None, x.numel() // n, n, n, n, n, 0, 1e-6, 0,
