@@ -147,6 +147,28 @@ def interleaved_medians(op, floor, rounds: int = 3) -> tuple[float, float]:
     return statistics.median(op_t), statistics.median(floor_t)
 
 
+def interleaved_wall_medians(op, floor, rounds: int = 9, calls: int = 50) -> tuple[float, float]:
+    """Median host wall times (s) of one synchronized call of ``op`` and of ``floor``, side by side.
+
+    Alternating runs of ``calls`` single calls each, in one process: host
+    times cluster per process (the CPU it lands on and its neighbours;
+    docs/performance.md, section 3), so only a ratio measured in one process
+    tells the two apart. In the interpreter, 1 round of 5 calls each.
+    """
+    if INTERPRET:
+        rounds, calls = 1, 5
+    op_t, floor_t = [], []
+    for _ in range(rounds):
+        for fn, out in ((floor, floor_t), (op, op_t)):
+            for _ in range(calls):
+                synchronize()
+                t0 = time.perf_counter()
+                fn()
+                synchronize()
+                out.append(time.perf_counter() - t0)
+    return statistics.median(op_t), statistics.median(floor_t)
+
+
 def _compile_one(job) -> None:
     from . import _cases
 

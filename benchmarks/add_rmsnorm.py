@@ -17,6 +17,9 @@ Ops and their floors are defined in ``_cases``.
   process start, and torch.compile's graphs compiled in parallel first.
 * ``Host.time_wall``: host wall time of one synchronized call (s) at decode
   shapes, next to the floor's, which is what a decode step pays.
+  ``HostRatio.track_ratio``: the fused op's host time over the floor's,
+  measured side by side in one process (host times cluster per process, so
+  the ratio of two ``Host.time_wall`` results mixes two processes' CPUs).
 
 asv runs every parameter combination of every benchmark in its own process
 (a fork of one server that has imported torch), so selecting benchmarks with
@@ -29,7 +32,7 @@ import os
 import torch
 
 from . import _cases as cases
-from ._measure import DeviceClock, interleaved_medians, prewarm, synchronize, warm_up
+from ._measure import DeviceClock, interleaved_medians, interleaved_wall_medians, prewarm, synchronize, warm_up
 
 WARMUP_S = 0.2
 CLOCK = DeviceClock()
@@ -161,3 +164,24 @@ class Host:
 
     def time_wall(self, impl, dtype, shape):
         self.fn()
+
+
+class HostRatio:
+    """Host wall time per synchronized call of the fused op over the floor's, side by side in one process."""
+
+    version = "1"
+    params = [list(cases.DTYPES), cases.DECODE_SHAPES + cases.INTERPRETER_SHAPES[:1]]
+    param_names = ["dtype", "shape"]
+    timeout = 120
+
+    def setup(self, dtype, shape):
+        cases.check_runs_here(shape)
+
+    def track_ratio(self, dtype, shape):
+        fused, floor = cases.runner("forward", "fused", dtype, shape), cases.floor("forward", dtype, shape)
+        warm_up(fused, WARMUP_S)
+        warm_up(floor, WARMUP_S)
+        op_s, floor_s = interleaved_wall_medians(fused, floor)
+        return op_s / floor_s
+
+    track_ratio.unit = "x floor"

@@ -7,7 +7,8 @@ dtype and shape: the fused op's device time (µs, median of asv's samples of
 ``*.time_device``, with its interquartile range), GB/s and fraction of the
 floor (``Throughput``), and its speedup over each peer (peer time / fused
 time, both from ``Throughput``'s one measuring process). Then the decode host
-times (``Host.time_wall``) and their ratio to the floor's. Results stored for
+times (``Host.time_wall``), their ratio to the floor's, and the same ratio
+measured side by side in one process (``HostRatio.track_ratio``). Results stored for
 another version of a benchmark than the suite's current one (a changed
 method) show as "–", as asv publish leaves them out.
 """
@@ -77,13 +78,18 @@ def tables(res: Results, current: dict) -> str:
                          f"{'–' if f is None else f'{f:.3f}'} | " + " | ".join(speedups) + " |")
         lines.append("")
     host = values(res, "Host.time_wall", current)
-    if host:
+    side = values(res, "HostRatio.track_ratio", current)
+    if host or side:
         lines += ["### decode host time per synchronized call", "",
-                  "| dtype | shape | fused µs | floor (torch.add) µs | ratio |", "|---|---|---|---|---|"]
-        for (impl, dtype, shape), (v, _, _) in host.items():
-            if impl == "fused" and ("floor", dtype, shape) in host:
-                f = host["floor", dtype, shape][0]
-                lines.append(f"| {dtype} | {shape} | {v * 1e6:.1f} | {f * 1e6:.1f} | {v / f:.2f} |")
+                  "| dtype | shape | fused µs | floor (torch.add) µs | ratio | ratio side by side |",
+                  "|---|---|---|---|---|---|"]
+        for dtype, shape in sorted({k[1:] for k in host if k[0] == "fused"} | set(side),
+                                   key=lambda c: (c[0], SHAPE_ORDER.get(c[1], 99))):
+            v, f = host.get(("fused", dtype, shape), (None,))[0], host.get(("floor", dtype, shape), (None,))[0]
+            r = side.get((dtype, shape), (None,))[0]
+            lines.append(f"| {dtype} | {shape} | {'–' if v is None else f'{v * 1e6:.1f}'} | "
+                         f"{'–' if f is None else f'{f * 1e6:.1f}'} | {f'{v / f:.2f}' if v and f else '–'} | "
+                         f"{'–' if r is None else f'{r:.2f}'} |")
     return "\n".join(lines)
 
 
