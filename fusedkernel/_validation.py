@@ -40,7 +40,10 @@ def check_eps(eps: object) -> float:
     try:
         eps = float(eps)
     except OverflowError:
-        raise ValueError(f"eps must be finite and > 0, got an int of {len(str(abs(eps)))} digits") from None
+        # Only ints and rationals overflow float(); a Fraction's digits would mislead.
+        what = (f"an int of {len(str(abs(eps)))} digits" if isinstance(eps, int)
+                else f"a {type(eps).__name__} beyond float's range")
+        raise ValueError(f"eps must be finite and > 0, got {what}") from None
     if not math.isfinite(eps) or eps <= 0.0:
         raise ValueError(f"eps must be finite and > 0, got {eps}")
     if not EPS_MIN <= eps <= EPS_MAX:

@@ -1,5 +1,6 @@
 """Every bad input raises a TypeError / ValueError that names the argument."""
 
+import fractions
 import math
 
 import pytest
@@ -153,7 +154,8 @@ def test_compiled_peer_refuses_lazy_negation_views(device):
 
 
 @pytest.mark.parametrize("eps, shown", [(3.4028235e38, "got 3.4028235e+38"), (1.17549435e-39, "got 1.17549435e-39"),
-                                        (10**400, "an int of 401 digits")])
+                                        (10**400, "an int of 401 digits"),
+                                        (fractions.Fraction(10**400), "a Fraction beyond float's range")])
 def test_eps_messages_show_enough_digits(eps, shown):
     with pytest.raises(ValueError, match=shown.replace("+", r"\+")):
         check_eps(eps)
