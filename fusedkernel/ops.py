@@ -8,12 +8,18 @@ carry fake implementations for tracing and the fused backward.
 
 from __future__ import annotations
 
+import os
+
 import torch
 import torch.autograd.forward_ad as _fwad
 from torch import Tensor
 
 from ._validation import check_inplace, check_inputs, rows_view
+from .kernels import native
 from .kernels.launch import INTERPRET, backward_rows, forward_rows
+
+if os.environ.get("FUSEDKERNEL_NATIVE_LAUNCH") == "1":
+    native.enable()
 
 
 def _forward(x: Tensor, residual: Tensor, weight: Tensor, eps: float, res_mode: str | None,
@@ -189,6 +195,14 @@ def add_rmsnorm(x: Tensor, residual: Tensor, weight: Tensor, eps: float = 1e-6, 
     eager chain. So do rows whose mean square plus eps exceeds 3.4e38 (eps
     itself may be up to float32's maximum).
     """
+    # The native lane (opt-in, kernels/native.py) takes the plain eager case
+    # whole, or returns None; the checks it cannot see (forward-mode AD,
+    # tracing) come first.
+    if (native.forward is not None and return_residual is False and inplace_residual is False
+            and _fwad._current_level < 0 and not torch.compiler.is_compiling()):
+        y = native.forward(x, residual, weight, eps)
+        if y is not None:
+            return y
     eps = check_inputs(x, residual, weight, eps)
     if type(return_residual) is not bool or type(inplace_residual) is not bool:
         # The qualified name: numpy.bool_ calls itself "bool" too.

@@ -13,6 +13,8 @@ from .config import (BWD_SUM_TILE_ELEMS, DW_SUM_WARPS, BackwardConfig, ForwardCo
                      dw_sum_config, forward_config)
 from .backward import _bwd_columns_kernel, _bwd_dot_kernel, _bwd_rows_kernel, _bwd_split_kernel, _dw_sum_kernel
 from .forward import _looped_kernel, _rows_kernel
+# native imports this module too; each uses the other only inside functions.
+from . import native
 
 # Triton picks the interpreter when a kernel is decorated, so read the same
 # switch (parsed as Triton parses it: 1, true, on, ...) once, at import.
@@ -90,7 +92,7 @@ def _hooked(hook) -> bool:
     return hook is not None and bool(getattr(hook, "calls", True))
 
 
-def _launch(kernel, grid: int, key: tuple, ptrs: tuple, args: tuple, num_warps: int, device: int) -> None:
+def _launch(kernel, grid: int, key: tuple, ptrs: tuple, args: tuple, num_warps: int, device: int):
     """Launch ``kernel`` on ``grid`` programs of ``num_warps`` warps.
 
     ``ptrs`` are its tensor arguments (None where unused), ``args`` the rest
@@ -98,7 +100,8 @@ def _launch(kernel, grid: int, key: tuple, ptrs: tuple, args: tuple, num_warps: 
     and the 4 row strides), then eps, any other runtime arguments and the
     constexprs. ``key`` must determine everything Triton specializes on
     besides alignment. Launches on the current device, which must be
-    ``device``, and its current stream.
+    ``device``, and its current stream. Returns the compiled kernel when
+    this launch compiled the cached one for ``key``, else None.
     """
     if _FAST:
         p = [t if t is None else t.data_ptr() for t in ptrs]
@@ -122,8 +125,10 @@ def _launch(kernel, grid: int, key: tuple, ptrs: tuple, args: tuple, num_warps: 
                 if not (run.global_scratch_size or run.profile_scratch_size):
                     _compiled[key] = (run.launch, compiled.function, compiled.packed_metadata,
                                       run.launch_cooperative_grid, run.launch_pdl)
-                return
+                    return compiled
+                return None
     kernel[(grid,)](*ptrs, *args, num_warps=num_warps)
+    return None
 
 
 @functools.lru_cache(maxsize=16)
@@ -155,7 +160,8 @@ def forward_rows(x: torch.Tensor, r: torch.Tensor, weight: torch.Tensor, eps: fl
     n_rows = x.numel() // n_cols
     device = x.get_device()
     flags = (device, x.dtype, weight.dtype, y.dtype, res is not None, rstd is not None)
-    if cfg is None:
+    table = cfg is None
+    if table:
         cfg = forward_config(n_cols, x.element_size(), _max_splits(device))
         # The table's choice follows from n_cols, the dtype and the device:
         # keying on them spares hashing the config (a dataclass) per call.
@@ -196,9 +202,13 @@ def forward_rows(x: torch.Tensor, r: torch.Tensor, weight: torch.Tensor, eps: fl
     slots, epoch = None, 0  # SPLITS == 1: no exchange
     if cfg.splits > 1:
         slots, epoch = _slot_buffer(x.device, groups * cfg.splits * cfg.block_m)
-    _launch(_rows_kernel, groups * cfg.splits, key, (x, r, weight, y, res, rstd, slots),
-            (*common, epoch, cfg.block_m, cfg.block_n, cfg.splits, 1 << (cfg.splits - 1).bit_length(),
-             cfg.weight_first, res is not None, rstd is not None), cfg.num_warps, device)
+    compiled = _launch(_rows_kernel, groups * cfg.splits, key, (x, r, weight, y, res, rstd, slots),
+                       (*common, epoch, cfg.block_m, cfg.block_n, cfg.splits, 1 << (cfg.splits - 1).bit_length(),
+                        cfg.weight_first, res is not None, rstd is not None), cfg.num_warps, device)
+    # The native lane launches the table's whole-row kernel of the plain case (y alone, in x's dtype).
+    if (compiled is not None and native.forward is not None and table and cfg.splits == 1 and res is None
+            and rstd is None and y.dtype == x.dtype):
+        native.register(compiled, x, weight, cfg.block_m)
 
 
 def backward_rows(dy2: torch.Tensor, dres2: torch.Tensor | None, x2: torch.Tensor, r2: torch.Tensor,

@@ -1,0 +1,85 @@
+"""The native launch lane (opt-in): add_rmsnorm's common eager case checked, allocated and launched in C++.
+
+Enable it with ``FUSEDKERNEL_NATIVE_LAUNCH=1`` in the environment (read when
+fusedkernel is imported) or :func:`enable`. The first use builds ``native.cpp`` with
+``torch.utils.cpp_extension`` (a C++ compiler and ``ninja`` must be installed;
+~25 s, then cached by torch). The lane serves calls that need no gradient and
+return no residual, on contiguous, 16-byte aligned CUDA tensors whose hidden
+size is a multiple of 16 and whose rows are whole in one program (up to
+32768 wide in bf16/fp16, 16384 in fp32); everything else takes the Python
+path. Host time per synchronized decode call on the H200: see
+docs/performance.md, section 2.
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+import torch
+import triton
+
+from . import launch
+
+# The lane's forward(x, residual, weight, eps) -> y or None; None while the lane is off.
+forward = None
+_module = None
+# forward._rows_kernel's launch arguments left after Triton 3.6 drops the constexprs and the
+# None outputs: the order native.cpp passes them in.
+_PARAMS = [("x_ptr", "*"), ("r_ptr", "*"), ("w_ptr", "*"), ("y_ptr", "*"), ("n_rows", "i32"), ("n_cols", "i32"),
+           ("stride_x", "i32"), ("stride_r", "i32"), ("stride_y", "i32"), ("stride_res", "i32"),
+           ("eps", "fp32"), ("epoch", "i32")]
+
+
+def enable() -> None:
+    """Build (once; torch caches the build) and switch on the native launch lane.
+
+    Raises:
+        RuntimeError: not a CUDA build of torch with Triton 3.6 outside the
+            interpreter (the lane launches Triton 3.6's compiled kernels).
+        Whatever torch.utils.cpp_extension raises when the build fails (no
+        C++ compiler, no ninja).
+    """
+    global forward, _module
+    if not launch._FAST:
+        raise RuntimeError("the native launch lane needs a CUDA build of torch and Triton 3.6, outside "
+                           "TRITON_INTERPRET")
+    if _module is None:
+        from torch.utils.cpp_extension import load
+
+        module = load("fusedkernel_native", [str(pathlib.Path(__file__).with_name("native.cpp"))],
+                      extra_ldflags=["-ldl"])
+        module.init(torch.nn.Parameter, triton.knobs.runtime)
+        _module = module
+    # Kernels compiled before now were never registered: the next launches compile (from
+    # Triton's cache) and register them.
+    launch._compiled.clear()
+    forward = _module.forward
+
+
+def disable() -> None:
+    """Switch the lane off and forget its kernels (they are registered again after :func:`enable`)."""
+    global forward
+    forward = None
+    if _module is not None:
+        _module.clear()
+
+
+def register(compiled, x: torch.Tensor, weight: torch.Tensor, block_m: int) -> bool:
+    """Let the lane launch ``compiled`` (forward._rows_kernel, whole rows, no residual or rstd output).
+
+    For x's device, hidden size and dtype and weight's dtype. Returns False,
+    registering nothing, when the compiled kernel's arguments are not the
+    ones native.cpp passes (another Triton version's specialization rules)
+    or it needs what the lane does not set up (scratch memory, clusters,
+    cooperative or PDL launches).
+    """
+    if _module is None or forward is None:
+        return False
+    kept = [(name, "*" if ty.startswith("*") else ty) for name, ty in compiled.src.signature.items()
+            if ty != "constexpr"]
+    run, meta = compiled.run, compiled.metadata
+    if (kept != _PARAMS or run.global_scratch_size or run.profile_scratch_size or run.launch_cooperative_grid
+            or run.launch_pdl or meta.num_ctas != 1):
+        return False
+    _module.register(x, weight, compiled.function, 32 * meta.num_warps, meta.shared, block_m)
+    return True

@@ -1,0 +1,158 @@
+"""The native launch lane: the Python path's results bit for bit, and the Python path for what it declines."""
+
+import pytest
+import torch
+import triton
+
+import fusedkernel
+from fusedkernel.kernels import launch, native
+
+from helpers import assert_matches_reference
+
+DTYPES = [torch.bfloat16, torch.float16, torch.float32]
+
+
+@pytest.fixture
+def lane():
+    native.enable()
+    yield native
+    native.disable()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the interpreter's refusal")
+def test_enable_refuses_without_a_gpu():
+    with pytest.raises(RuntimeError, match="needs a CUDA build of torch and Triton 3.6"):
+        native.enable()
+    assert native.forward is None
+
+
+def _python_path(x, r, w, eps=1e-6):
+    y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    launch.forward_rows(x, r, w, eps, y)
+    return y
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("weight_fp32", [False, True])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(1, 4096), (32, 4096), (3, 1024), (7, 16), (2, 3, 4096), (5, 8192)])
+def test_lane_gives_the_python_paths_bits(lane, shape, dtype, weight_fp32):
+    x, r = torch.randn(shape, device="cuda", dtype=dtype), torch.randn(shape, device="cuda", dtype=dtype)
+    w = torch.randn(shape[-1], device="cuda", dtype=torch.float32 if weight_fp32 else dtype)
+    want = _python_path(x, r, w, 1e-5)  # compiles the kernel, which registers it with the lane
+    y = lane.forward(x, r, w, 1e-5)
+    assert y is not None, "the lane declined the plain case"
+    assert y.shape == x.shape and y.dtype == dtype and y.is_contiguous()
+    torch.testing.assert_close(y, want, rtol=0, atol=0)
+    torch.testing.assert_close(fusedkernel.add_rmsnorm(x, r, w, 1e-5), want, rtol=0, atol=0)
+
+
+def _declined_cases():
+    def wide_rows(x, r, w):
+        return torch.cat([x, x], -1)[:, :4096], r, w
+
+    def misaligned(x, r, w):
+        return torch.cat([x.new_zeros(1), x.flatten()])[1:].view(x.shape), r, w
+
+    def strided_weight(x, r, w):
+        return x, r, torch.stack([w, w], -1)[:, 0]
+
+    def subclass(x, r, w):
+        class Sub(torch.Tensor):
+            pass
+        return x.as_subclass(Sub), r, w
+
+    def negated(x, r, w):
+        return x, torch._neg_view(r), w
+
+    return {"row stride": (wide_rows, 1e-6), "misaligned": (misaligned, 1e-6),
+            "strided weight": (strided_weight, 1e-6), "subclass": (subclass, 1e-6), "negated": (negated, 1e-6),
+            "int eps": (lambda x, r, w: (x, r, w), 1), "subnormal eps": (lambda x, r, w: (x, r, w), 1e-39)}
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("case", list(_declined_cases()))
+def test_lane_declines_what_is_not_the_plain_case(lane, case):
+    change, eps = _declined_cases()[case]
+    x, r = torch.randn(2, 4096, device="cuda"), torch.randn(2, 4096, device="cuda")
+    w = torch.randn(4096, device="cuda")
+    _python_path(x, r, w)
+    assert lane.forward(x, r, w, 1e-6) is not None
+    x, r, w = change(x, r, w)
+    assert lane.forward(x, r, w, eps) is None
+    if case == "subnormal eps":
+        with pytest.raises(ValueError, match="eps must be a normal float32 number"):
+            fusedkernel.add_rmsnorm(x, r, w, eps)
+    elif case == "negated":
+        with pytest.raises(ValueError, match="residual is a lazy negation view"):
+            fusedkernel.add_rmsnorm(x, r, w, eps)
+    elif case == "strided weight":
+        with pytest.raises(ValueError, match="weight must be contiguous"):
+            fusedkernel.add_rmsnorm(x, r, w, eps)
+    else:
+        assert_matches_reference(fusedkernel.add_rmsnorm(x, r, w, eps), x.as_subclass(torch.Tensor), r, w, eps)
+
+
+@pytest.mark.cuda
+def test_lane_leaves_gradients_hidden_sizes_and_bad_input_to_the_python_path(lane):
+    x, r = torch.randn(4, 1000, device="cuda"), torch.randn(4, 1000, device="cuda")
+    w = torch.randn(1000, device="cuda")
+    _python_path(x, r, w)
+    assert lane.forward(x, r, w, 1e-6) is None  # 1000: not a multiple of 16
+    x, r = torch.randn(2, 4096, device="cuda"), torch.randn(2, 4096, device="cuda")
+    w = torch.randn(4096, device="cuda")
+    _python_path(x, r, w)
+    wg = w.clone().requires_grad_()
+    assert lane.forward(x, r, wg, 1e-6) is None
+    with torch.no_grad():
+        assert lane.forward(x, r, wg, 1e-6) is not None
+    y = fusedkernel.add_rmsnorm(x, r, wg)
+    assert y.requires_grad
+    y.sum().backward()
+    assert wg.grad is not None
+    with pytest.raises(ValueError, match="weight must have shape"):
+        fusedkernel.add_rmsnorm(x, r, w[:-16])
+    with pytest.raises(TypeError, match="residual must have x's dtype"):
+        fusedkernel.add_rmsnorm(x, r.half(), w)
+
+
+@pytest.mark.cuda
+def test_lane_steps_aside_for_triton_launch_hooks(lane):
+    x, r = torch.randn(2, 4096, device="cuda"), torch.randn(2, 4096, device="cuda")
+    w = torch.randn(4096, device="cuda")
+    want = _python_path(x, r, w)
+    seen = []
+
+    def hook(metadata):
+        seen.append(metadata.get()["name"])
+
+    triton.knobs.runtime.launch_enter_hook.add(hook)
+    try:
+        assert lane.forward(x, r, w, 1e-6) is None
+        y = fusedkernel.add_rmsnorm(x, r, w)
+    finally:
+        triton.knobs.runtime.launch_enter_hook.remove(hook)
+    assert seen == ["_rows_kernel"]
+    torch.testing.assert_close(y, want, rtol=0, atol=0)
+
+
+@pytest.mark.cuda
+def test_lane_launches_on_the_current_stream_and_is_captured_by_cuda_graphs(lane):
+    x, r = torch.randn(32, 4096, device="cuda"), torch.randn(32, 4096, device="cuda")
+    w = torch.randn(4096, device="cuda")
+    _python_path(x, r, w)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        y = fusedkernel.add_rmsnorm(x, r, w)
+        assert lane.forward(x, r, w, 1e-6) is not None
+    side.synchronize()
+    assert_matches_reference(y, x, r, w)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):  # a launch on another stream than the capturing one fails the capture
+        y = lane.forward(x, r, w, 1e-6)
+    assert y is not None
+    x.copy_(torch.randn_like(x))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert_matches_reference(y, x, r, w)
