@@ -167,17 +167,34 @@ class Host:
 
 
 class HostRatio:
-    """Host wall time per synchronized call of the fused op over the floor's, side by side in one process."""
+    """Host wall time per synchronized call of the fused op over the floor's, side by side in one process.
+
+    ``fused-native``: the same op with the native launch lane on
+    (``fusedkernel/kernels/native.py``; skipped where it cannot be built:
+    no GPU, no C++ compiler or no ninja).
+    """
 
     version = "1"
-    params = [list(cases.DTYPES), cases.DECODE_SHAPES + cases.INTERPRETER_SHAPES[:1]]
-    param_names = ["dtype", "shape"]
-    timeout = 120
+    params = [["fused", "fused-native"], list(cases.DTYPES), cases.DECODE_SHAPES + cases.INTERPRETER_SHAPES[:1]]
+    param_names = ["impl", "dtype", "shape"]
+    timeout = 180  # the lane's first build: ~25 s
 
-    def setup(self, dtype, shape):
+    def setup(self, impl, dtype, shape):
         cases.check_runs_here(shape)
+        try:
+            from fusedkernel.kernels import native  # commits before the lane have none
+        except ImportError:
+            native = None
+        if impl == "fused":
+            if native is not None:
+                native.disable()
+            return
+        try:
+            native.enable()
+        except Exception as e:  # noqa: BLE001 - any failure (no lane, no compiler, no GPU): not measurable here
+            raise NotImplementedError(f"the native launch lane is not available here: {e!r}") from None
 
-    def track_ratio(self, dtype, shape):
+    def track_ratio(self, impl, dtype, shape):
         fused, floor = cases.runner("forward", "fused", dtype, shape), cases.floor("forward", dtype, shape)
         warm_up(fused, WARMUP_S)
         warm_up(floor, WARMUP_S)
