@@ -6,12 +6,16 @@
 // and the launch (cuLaunchKernel of the kernel the Python path compiled) in
 // C++. It takes only the plain case: contiguous CUDA tensors, 16-byte aligned,
 // hidden size a multiple of 16, no gradient wanted, a whole-row kernel
-// registered for this (device, hidden size, dtypes), no Triton launch hooks.
+// registered for this (device, hidden size, dtypes), the tensors' device
+// current, no Triton launch hooks, no torch function or dispatch mode.
 // For anything else it returns None and the caller takes the Python path,
 // which checks, reports errors and launches as always.
 #include <torch/extension.h>
+#include <torch/csrc/Exceptions.h>
 #include <torch/csrc/autograd/python_variable.h>
+#include <ATen/PythonTorchFunctionTLS.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/core/impl/TorchDispatchModeTLS.h>
 #include <dlfcn.h>
 
 #include <cstdint>
@@ -28,8 +32,10 @@ LaunchFn cu_launch = nullptr;
 CtxFn cu_ctx_get_current = nullptr;
 ErrFn cu_error_string = nullptr;
 
-PyObject* parameter_type = nullptr;  // torch.nn.Parameter: a weight usually is one
 PyObject* triton_runtime = nullptr;  // triton.knobs.runtime, for its launch hooks
+PyObject* calls_name = nullptr;      // interned attribute names
+PyObject* enter_name = nullptr;
+PyObject* exit_name = nullptr;
 
 struct Kernel {
   void* function;
@@ -46,41 +52,43 @@ uint64_t kernel_key(int64_t device, int64_t n_cols, c10::ScalarType x_dtype, c10
          uint64_t(n_cols);
 }
 
-bool plain_tensor(PyObject* obj, bool weight) {
-  return THPVariable_CheckExact(obj) || (weight && Py_TYPE(obj) == reinterpret_cast<PyTypeObject*>(parameter_type));
-}
-
-// The kernel reads raw, aligned memory: dense, contiguous, with storage (no functorch wrapper), no lazy negation.
-bool plain_layout(const at::Tensor& t) {
+// The kernel reads raw, aligned memory: a dense, contiguous CUDA tensor with real storage (not a functorch,
+// functionalization or zero-tensor wrapper, whose data pointer is null or not its own), no lazy negation.
+bool plain_tensor(PyObject* obj) {
+  // Exact torch.Tensor or nn.Parameter (THPVariable_CheckExact): a subclass may mean something else.
+  if (!THPVariable_CheckExact(obj)) return false;
+  const at::Tensor& t = THPVariable_Unpack(obj);
+  const c10::DispatchKeySet keys = t.key_set();
   return t.is_cuda() && t.layout() == c10::kStrided && !t.is_nested() && t.has_storage() && !t.is_neg() &&
-         t.is_contiguous() && (reinterpret_cast<uintptr_t>(t.data_ptr()) & 15) == 0;
+         !keys.has(c10::DispatchKey::Python) && !keys.has(c10::DispatchKey::Functionalize) &&
+         !keys.has(c10::DispatchKey::ZeroTensor) && t.is_contiguous() && t.data_ptr() != nullptr &&
+         (reinterpret_cast<uintptr_t>(t.data_ptr()) & 15) == 0;
 }
 
-bool hooked(const char* name) {
-  // Triton 3.6's hooks are HookChains: set when their list of calls is not empty.
-  PyObject* hook = PyObject_GetAttrString(triton_runtime, name);
+// Whether a Triton launch hook (a profiler's) is set: Triton 3.6's hooks are HookChains, set when their list
+// of calls is not empty. Anything unexpected counts as set, so the Python path (which calls hooks) runs.
+bool hooked(PyObject* name) {
+  PyObject* hook = PyObject_GetAttr(triton_runtime, name);
   if (hook == nullptr) {
     PyErr_Clear();
     return true;
   }
   bool set = hook != Py_None;
   if (set) {
-    PyObject* calls = PyObject_GetAttrString(hook, "calls");
-    if (calls == nullptr) {
-      PyErr_Clear();
-    } else {
-      set = PyObject_IsTrue(calls) != 0;
-      Py_DECREF(calls);
-    }
+    PyObject* calls = PyObject_GetAttr(hook, calls_name);
+    const int truth = calls == nullptr ? -1 : PyObject_IsTrue(calls);
+    Py_XDECREF(calls);
+    if (truth < 0) PyErr_Clear();
+    set = truth != 0;
   }
   Py_DECREF(hook);
   return set;
 }
 
-// init(parameter_type, triton_runtime): load the driver's entry points.
+// init(triton_runtime): load the driver's entry points.
 PyObject* init(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs != 2) {
-    PyErr_SetString(PyExc_TypeError, "init(parameter_type, triton_runtime)");
+  if (nargs != 1) {
+    PyErr_SetString(PyExc_TypeError, "init(triton_runtime)");
     return nullptr;
   }
   void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
@@ -96,8 +104,11 @@ PyObject* init(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     PyErr_SetString(PyExc_RuntimeError, "libcuda.so.1 lacks cuLaunchKernel, cuCtxGetCurrent or cuGetErrorString");
     return nullptr;
   }
-  Py_XSETREF(parameter_type, Py_NewRef(args[0]));
-  Py_XSETREF(triton_runtime, Py_NewRef(args[1]));
+  calls_name = PyUnicode_InternFromString("calls");
+  enter_name = PyUnicode_InternFromString("launch_enter_hook");
+  exit_name = PyUnicode_InternFromString("launch_exit_hook");
+  if (!calls_name || !enter_name || !exit_name) return nullptr;
+  Py_XSETREF(triton_runtime, Py_NewRef(args[0]));
   Py_RETURN_NONE;
 }
 
@@ -108,27 +119,36 @@ PyObject* register_kernel(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     PyErr_SetString(PyExc_TypeError, "register(x, weight, function, threads, shared_bytes, block_m)");
     return nullptr;
   }
+  HANDLE_TH_ERRORS
   const at::Tensor& x = THPVariable_Unpack(args[0]);
   const at::Tensor& w = THPVariable_Unpack(args[1]);
   const uint64_t function = PyLong_AsUnsignedLongLong(args[2]);
-  const long threads = PyLong_AsLong(args[3]), shared = PyLong_AsLong(args[4]), block_m = PyLong_AsLong(args[5]);
   if (PyErr_Occurred()) return nullptr;
+  long numbers[3];
+  for (int i = 0; i < 3; ++i) {
+    numbers[i] = PyLong_AsLong(args[3 + i]);
+    if (PyErr_Occurred()) return nullptr;
+  }
   kernels[kernel_key(x.get_device(), x.size(-1), x.scalar_type(), w.scalar_type())] =
-      Kernel{reinterpret_cast<void*>(function), unsigned(threads), unsigned(shared), block_m};
+      Kernel{reinterpret_cast<void*>(function), unsigned(numbers[0]), unsigned(numbers[1]), numbers[2]};
   Py_RETURN_NONE;
+  END_HANDLE_TH_ERRORS
 }
 
 // forward(x, residual, weight, eps) -> y, or None: not the plain case.
 PyObject* forward(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs != 4 || kernels.empty() || !plain_tensor(args[0], false) || !plain_tensor(args[1], false) ||
-      !plain_tensor(args[2], true) || !PyFloat_CheckExact(args[3]))
+  // c10 errors (an out-of-memory included) become the Python exceptions torch raises for them.
+  HANDLE_TH_ERRORS
+  if (nargs != 4 || kernels.empty() || !PyFloat_CheckExact(args[3])) Py_RETURN_NONE;
+  // Under a torch function or dispatch mode the Python path's torch calls are seen by the mode: take it.
+  if (c10::impl::TorchDispatchModeTLS::stack_len() > 0 || at::impl::PythonTorchFunctionTLS::stack_len() > 0)
     Py_RETURN_NONE;
+  if (!plain_tensor(args[0]) || !plain_tensor(args[1]) || !plain_tensor(args[2])) Py_RETURN_NONE;
   const double eps = PyFloat_AS_DOUBLE(args[3]);
   if (!(eps >= kEpsMin && eps <= kEpsMax)) Py_RETURN_NONE;
   const at::Tensor& x = THPVariable_Unpack(args[0]);
   const at::Tensor& r = THPVariable_Unpack(args[1]);
   const at::Tensor& w = THPVariable_Unpack(args[2]);
-  if (!plain_layout(x) || !plain_layout(r) || !plain_layout(w)) Py_RETURN_NONE;
   const auto x_dtype = x.scalar_type(), w_dtype = w.scalar_type();
   if (!(x_dtype == at::kBFloat16 || x_dtype == at::kHalf || x_dtype == at::kFloat) || r.scalar_type() != x_dtype ||
       !(w_dtype == x_dtype || w_dtype == at::kFloat))
@@ -144,19 +164,15 @@ PyObject* forward(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   if (at::GradMode::is_enabled() && (x.requires_grad() || r.requires_grad() || w.requires_grad())) Py_RETURN_NONE;
   const auto found = kernels.find(kernel_key(device.index(), n, x_dtype, w_dtype));
   if (found == kernels.end()) Py_RETURN_NONE;
+  // A copy: the calls below can run Python (a hook check, an allocator's observers), which may change the table.
+  const Kernel k = found->second;
   const c10::impl::DeviceGuardImplInterface* cuda = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA);
   void* context = nullptr;
   // The kernel belongs to the current device's context: another current device takes the Python path.
   if (cuda->getDevice() != device || cu_ctx_get_current(&context) != 0 || context == nullptr) Py_RETURN_NONE;
-  if (hooked("launch_enter_hook") || hooked("launch_exit_hook")) Py_RETURN_NONE;
+  if (hooked(enter_name) || hooked(exit_name)) Py_RETURN_NONE;
   void* stream = cuda->getStream(device).native_handle();
-  at::Tensor y;
-  try {
-    y = at::empty(x.sizes(), x.options());
-  } catch (const std::exception& e) {
-    PyErr_SetString(PyExc_RuntimeError, e.what());
-    return nullptr;
-  }
+  at::Tensor y = at::empty(x.sizes(), x.options());
   // The arguments of forward._rows_kernel that Triton 3.6 keeps for this specialization
   // (None pointers and constexprs dropped; native.py checks the signature before registering),
   // then its global and profile scratch pointers (null: the kernel uses neither).
@@ -167,8 +183,8 @@ PyObject* forward(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   float eps32 = float(eps);
   void* params[] = {&x_ptr,    &r_ptr,    &w_ptr,      &y_ptr, &n_rows,         &n_cols,         &stride_x,
                     &stride_r, &stride_y, &stride_res, &eps32, &epoch, &global_scratch, &profile_scratch};
-  const Kernel& k = found->second;
   const unsigned grid = unsigned((rows + k.block_m - 1) / k.block_m);
+  // The GIL stays held through the launch, as it does through torch's own ops' launches.
   const int rc = cu_launch(k.function, grid, 1, 1, k.threads, 1, 1, k.shared_bytes, stream, params, nullptr);
   if (rc != 0) {
     const char* text = nullptr;
@@ -178,6 +194,7 @@ PyObject* forward(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     return nullptr;
   }
   return THPVariable_Wrap(std::move(y));
+  END_HANDLE_TH_ERRORS
 }
 
 PyObject* clear(PyObject*, PyObject*) {

@@ -1,14 +1,21 @@
 """The native launch lane (opt-in): add_rmsnorm's common eager case checked, allocated and launched in C++.
 
 Enable it with ``FUSEDKERNEL_NATIVE_LAUNCH=1`` in the environment (read when
-fusedkernel is imported) or :func:`enable`. The first use builds ``native.cpp`` with
-``torch.utils.cpp_extension`` (a C++ compiler and ``ninja`` must be installed;
-~25 s, then cached by torch). The lane serves calls that need no gradient and
-return no residual, on contiguous, 16-byte aligned CUDA tensors whose hidden
-size is a multiple of 16 and whose rows are whole in one program (up to
-32768 wide in bf16/fp16, 16384 in fp32); everything else takes the Python
-path. Host time per synchronized decode call on the H200: see
-docs/performance.md, section 2.
+fusedkernel is imported; a lane that cannot be built there is reported with a
+warning and left off) or :func:`enable`. The first use builds ``native.cpp``
+with ``torch.utils.cpp_extension`` (a C++ compiler and ``ninja`` must be
+installed; ~25 s, then cached by torch).
+
+The lane serves a call when it needs no gradient (and no forward-mode AD),
+returns no residual, runs outside torch.compile's tracing and outside torch
+function and dispatch modes; x, residual and weight are exact tensors (or
+Parameters) on the current CUDA device, contiguous, 16-byte aligned; eps is
+a Python float; the hidden size is a multiple of 16 and rows are held whole
+by one program (up to 32768 wide in bf16/fp16, 16384 in fp32); no Triton
+launch hook is set; and the Python path has launched the same (device,
+hidden size, dtypes) since the lane was enabled (that launch compiles the
+kernel and registers it). Everything else takes the Python path. Host time
+per synchronized decode call on the H200: docs/performance.md, section 2.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ _module = None
 _PARAMS = [("x_ptr", "*"), ("r_ptr", "*"), ("w_ptr", "*"), ("y_ptr", "*"), ("n_rows", "i32"), ("n_cols", "i32"),
            ("stride_x", "i32"), ("stride_r", "i32"), ("stride_y", "i32"), ("stride_res", "i32"),
            ("eps", "fp32"), ("epoch", "i32")]
+_TRITON_TYPES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
 
 
 def enable() -> None:
@@ -35,7 +43,8 @@ def enable() -> None:
 
     Raises:
         RuntimeError: not a CUDA build of torch with Triton 3.6 outside the
-            interpreter (the lane launches Triton 3.6's compiled kernels).
+            interpreter (the lane launches Triton 3.6's compiled kernels), or
+            the CUDA driver (libcuda.so.1) cannot be loaded.
         Whatever torch.utils.cpp_extension raises when the build fails (no
         C++ compiler, no ninja).
     """
@@ -44,16 +53,25 @@ def enable() -> None:
         raise RuntimeError("the native launch lane needs a CUDA build of torch and Triton 3.6, outside "
                            "TRITON_INTERPRET")
     if _module is None:
-        from torch.utils.cpp_extension import load
-
-        module = load("fusedkernel_native", [str(pathlib.Path(__file__).with_name("native.cpp"))],
-                      extra_ldflags=["-ldl"])
-        module.init(torch.nn.Parameter, triton.knobs.runtime)
+        module = build()
+        module.init(triton.knobs.runtime)
         _module = module
     # Kernels compiled before now were never registered: the next launches compile (from
     # Triton's cache) and register them.
     launch._compiled.clear()
     forward = _module.forward
+
+
+def build(build_directory: str | None = None):
+    """Compile native.cpp (or load torch's cached build) and return the extension module.
+
+    ``build_directory``: where to build (default: torch's extension cache).
+    Builds on any torch, CPU builds included (the lane itself needs CUDA).
+    """
+    from torch.utils.cpp_extension import load
+
+    return load("fusedkernel_native", [str(pathlib.Path(__file__).with_name("native.cpp"))],
+                extra_ldflags=["-ldl"], build_directory=build_directory)
 
 
 def disable() -> None:
@@ -75,10 +93,12 @@ def register(compiled, x: torch.Tensor, weight: torch.Tensor, block_m: int) -> b
     """
     if _module is None or forward is None:
         return False
-    kept = [(name, "*" if ty.startswith("*") else ty) for name, ty in compiled.src.signature.items()
-            if ty != "constexpr"]
+    kept = [(name, ty) for name, ty in compiled.src.signature.items() if ty != "constexpr"]
+    # Pointer types too: native.cpp allocates y in x's dtype.
+    pointers = {"x_ptr": x.dtype, "r_ptr": x.dtype, "w_ptr": weight.dtype, "y_ptr": x.dtype}
+    expected = [(name, f"*{_TRITON_TYPES[pointers[name]]}" if ty == "*" else ty) for name, ty in _PARAMS]
     run, meta = compiled.run, compiled.metadata
-    if (kept != _PARAMS or run.global_scratch_size or run.profile_scratch_size or run.launch_cooperative_grid
+    if (kept != expected or run.global_scratch_size or run.profile_scratch_size or run.launch_cooperative_grid
             or run.launch_pdl or meta.num_ctas != 1):
         return False
     _module.register(x, weight, compiled.function, 32 * meta.num_warps, meta.shared, block_m)
