@@ -26,7 +26,7 @@ if os.environ.get("FUSEDKERNEL_NATIVE_LAUNCH") == "1":
         native.enable()
     except Exception as e:  # noqa: BLE001 - any build or driver failure
         warnings.warn(f"FUSEDKERNEL_NATIVE_LAUNCH=1 but the native launch lane is off: {e!r}", RuntimeWarning,
-                      stacklevel=2)
+                      stacklevel=1)
 
 
 def _forward(x: Tensor, residual: Tensor, weight: Tensor, eps: float, res_mode: str | None,

@@ -20,7 +20,9 @@ per synchronized decode call on the H200: docs/performance.md, section 2.
 
 from __future__ import annotations
 
+import os
 import pathlib
+import sysconfig
 
 import torch
 import triton
@@ -50,8 +52,11 @@ def enable() -> None:
     """
     global forward, _module
     if not launch._FAST:
+        missing = [why for why, ok in (("a CUDA build of torch", launch._raw_stream is not None),
+                                       (f"Triton 3.6 (found {triton.__version__})", triton.__version__.startswith("3.6")),
+                                       ("TRITON_INTERPRET unset", not launch.INTERPRET)) if not ok]
         raise RuntimeError("the native launch lane needs a CUDA build of torch and Triton 3.6, outside "
-                           "TRITON_INTERPRET")
+                           f"TRITON_INTERPRET; missing here: {', '.join(missing)}")
     if _module is None:
         module = build()
         module.init(triton.knobs.runtime)
@@ -70,8 +75,16 @@ def build(build_directory: str | None = None):
     """
     from torch.utils.cpp_extension import load
 
-    return load("fusedkernel_native", [str(pathlib.Path(__file__).with_name("native.cpp"))],
-                extra_ldflags=["-ldl"], build_directory=build_directory)
+    # torch runs `ninja` from PATH; pip puts it next to this interpreter, which a
+    # virtualenv used without activating (.venv/bin/python) leaves off PATH.
+    path = os.environ.get("PATH", "")
+    scripts = sysconfig.get_path("scripts")
+    os.environ["PATH"] = os.pathsep.join([scripts, path]) if path else scripts
+    try:
+        return load("fusedkernel_native", [str(pathlib.Path(__file__).with_name("native.cpp"))],
+                    extra_ldflags=["-ldl"], build_directory=build_directory)
+    finally:
+        os.environ["PATH"] = path
 
 
 def disable() -> None:
