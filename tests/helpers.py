@@ -28,3 +28,20 @@ def rand(shape, dtype, device, scale=1.0, seed=None):
     if seed is not None:
         g = torch.Generator(device="cpu").manual_seed(seed)
     return (torch.randn(shape, generator=g) * scale).to(dtype=dtype, device=device)
+
+
+def kernels_seen_by_launch_hook(fn, hook_name="launch_enter_hook"):
+    """(fn(), names of the kernels Triton's launch hook ``hook_name`` saw while it ran)."""
+    import triton
+
+    seen = []
+
+    def hook(metadata):
+        seen.append(metadata.get()["name"])
+
+    chain = getattr(triton.knobs.runtime, hook_name)
+    chain.add(hook)
+    try:
+        return fn(), seen
+    finally:
+        chain.remove(hook)

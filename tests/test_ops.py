@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 import fusedkernel
 from fusedkernel import add_rmsnorm
 from fusedkernel.kernels.launch import forward_rows
-from helpers import assert_matches_reference, rand, reference
+from helpers import assert_matches_reference, kernels_seen_by_launch_hook, rand, reference
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 
@@ -159,21 +159,10 @@ def test_repeat_calls_skip_tritons_python_launcher(monkeypatch):
 def test_triton_launch_hooks_see_every_launch():
     # Repeat calls skip Triton's Python launcher, which calls the launch
     # hooks (a profiler's); with a hook set, launches go through it again.
-    import triton
-
     x, r = torch.randn(2, 4096, device="cuda"), torch.randn(2, 4096, device="cuda")
     w = torch.randn(4096, device="cuda")
     want = add_rmsnorm(x, r, w)
-    seen = []
-
-    def hook(metadata):
-        seen.append(metadata.get()["name"])
-
-    triton.knobs.runtime.launch_enter_hook.add(hook)
-    try:
-        y = add_rmsnorm(x, r, w)
-    finally:
-        triton.knobs.runtime.launch_enter_hook.remove(hook)
+    y, seen = kernels_seen_by_launch_hook(lambda: add_rmsnorm(x, r, w))
     assert seen == ["_rows_kernel"]
     torch.testing.assert_close(y, want, rtol=0, atol=0)
 

@@ -6,12 +6,11 @@ import sys
 
 import pytest
 import torch
-import triton
 
 import fusedkernel
 from fusedkernel.kernels import launch, native
 
-from helpers import assert_matches_reference
+from helpers import assert_matches_reference, kernels_seen_by_launch_hook
 
 DTYPES = [torch.bfloat16, torch.float16, torch.float32]
 
@@ -148,22 +147,14 @@ def test_lane_leaves_gradients_hidden_sizes_and_bad_input_to_the_python_path(lan
 
 
 @pytest.mark.cuda
-def test_lane_steps_aside_for_triton_launch_hooks(lane):
+@pytest.mark.parametrize("hook_name", ["launch_enter_hook", "launch_exit_hook"])
+def test_lane_steps_aside_for_triton_launch_hooks(lane, hook_name):
     x, r = torch.randn(2, 4096, device="cuda"), torch.randn(2, 4096, device="cuda")
     w = torch.randn(4096, device="cuda")
     want = _python_path(x, r, w)
-    seen = []
-
-    def hook(metadata):
-        seen.append(metadata.get()["name"])
-
-    triton.knobs.runtime.launch_enter_hook.add(hook)
-    try:
-        assert lane.forward(x, r, w, 1e-6) is None
-        y = fusedkernel.add_rmsnorm(x, r, w)
-    finally:
-        triton.knobs.runtime.launch_enter_hook.remove(hook)
-    assert seen == ["_rows_kernel"]
+    (declined, y), seen = kernels_seen_by_launch_hook(
+        lambda: (lane.forward(x, r, w, 1e-6), fusedkernel.add_rmsnorm(x, r, w)), hook_name)
+    assert declined is None and seen == ["_rows_kernel"]
     torch.testing.assert_close(y, want, rtol=0, atol=0)
 
 
