@@ -76,10 +76,17 @@ def build(build_directory: str | None = None):
     from torch.utils.cpp_extension import load
 
     # torch runs `ninja` from PATH; pip puts it next to this interpreter, which a
-    # virtualenv used without activating (.venv/bin/python) leaves off PATH.
+    # virtualenv used without activating (.venv/bin/python) leaves off PATH, or,
+    # for an environment that borrows another's packages (asv's), next to that one.
     path = os.environ.get("PATH", "")
-    scripts = sysconfig.get_path("scripts")
-    os.environ["PATH"] = os.pathsep.join([scripts, path]) if path else scripts
+    dirs = [sysconfig.get_path("scripts")]
+    try:
+        import ninja
+
+        dirs.append(ninja.BIN_DIR)
+    except (ImportError, AttributeError):
+        pass
+    os.environ["PATH"] = os.pathsep.join(dirs + ([path] if path else []))
     try:
         return load("fusedkernel_native", [str(pathlib.Path(__file__).with_name("native.cpp"))],
                     extra_ldflags=["-ldl"], build_directory=build_directory)
