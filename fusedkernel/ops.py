@@ -202,14 +202,13 @@ def add_rmsnorm(x: Tensor, residual: Tensor, weight: Tensor, eps: float = 1e-6, 
     eager chain. So do rows whose mean square plus eps exceeds 3.4e38 (eps
     itself may be up to float32's maximum).
     """
-    # The native lane (opt-in, kernels/native.py) takes the plain eager case
+    # The native lane (opt-in, kernels/native.py) takes the plain eager cases
     # whole, or returns None; the checks it cannot see (forward-mode AD,
     # tracing) come first.
-    if (native.forward is not None and return_residual is False and inplace_residual is False
-            and _fwad._current_level < 0 and not torch.compiler.is_compiling()):
-        y = native.forward(x, residual, weight, eps)
-        if y is not None:
-            return y
+    if native.forward is not None and _fwad._current_level < 0 and not torch.compiler.is_compiling():
+        out = native.forward(x, residual, weight, eps, return_residual, inplace_residual)
+        if out is not None:
+            return out
     eps = check_inputs(x, residual, weight, eps)
     if type(return_residual) is not bool or type(inplace_residual) is not bool:
         # The qualified name: numpy.bool_ calls itself "bool" too.

@@ -205,10 +205,11 @@ def forward_rows(x: torch.Tensor, r: torch.Tensor, weight: torch.Tensor, eps: fl
     compiled = _launch(_rows_kernel, groups * cfg.splits, key, (x, r, weight, y, res, rstd, slots),
                        (*common, epoch, cfg.block_m, cfg.block_n, cfg.splits, 1 << (cfg.splits - 1).bit_length(),
                         cfg.weight_first, res is not None, rstd is not None), cfg.num_warps, device)
-    # The native lane launches the table's whole-row kernel of the plain case (y alone, in x's dtype).
-    if (compiled is not None and native.forward is not None and table and cfg.splits == 1 and res is None
-            and rstd is None and y.dtype == x.dtype):
-        native.register(compiled, x, weight, cfg.block_m)
+    # The native lane launches the table's whole-row kernels of the plain cases (y, and the
+    # residual sum or not, in x's dtype).
+    if (compiled is not None and native.forward is not None and table and cfg.splits == 1 and rstd is None
+            and y.dtype == x.dtype and (res is None or res.dtype == x.dtype)):
+        native.register(compiled, x, weight, cfg.block_m, res is not None)
 
 
 def backward_rows(dy2: torch.Tensor, dres2: torch.Tensor | None, x2: torch.Tensor, r2: torch.Tensor,

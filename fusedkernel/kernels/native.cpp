@@ -1,13 +1,14 @@
-// The native launch lane: add_rmsnorm's common eager case in one C++ call.
+// The native launch lane: add_rmsnorm's common eager cases in one C++ call.
 //
 // A decode step's forward costs the host more than the GPU: Python's argument
 // checks, the output's allocation and Triton's launcher take ~2x a torch.add
 // (docs/performance.md, section 2). This lane does the checks, the allocation
 // and the launch (cuLaunchKernel of the kernel the Python path compiled) in
-// C++. It takes only the plain case: contiguous CUDA tensors, 16-byte aligned,
+// C++. It takes only the plain cases: contiguous CUDA tensors, 16-byte aligned,
 // hidden size a multiple of 16, no gradient wanted, a whole-row kernel
-// registered for this (device, hidden size, dtypes), the tensors' device
-// current, no Triton launch hooks, no torch function or dispatch mode.
+// registered for this (device, hidden size, dtypes, residual output or not),
+// the tensors' device current, no Triton launch hooks, no torch function or
+// dispatch mode; an in-place residual that no other argument overlaps.
 // For anything else it returns None and the caller takes the Python path,
 // which checks, reports errors and launches as always.
 #include <torch/extension.h>
@@ -44,14 +45,21 @@ struct Kernel {
   unsigned threads, shared_bytes;
   int64_t block_m;
 };
+// Keyed by device, dtypes, whether the kernel stores the residual sum, and hidden size.
 std::unordered_map<uint64_t, Kernel> kernels;
 
 // The float32 normal range, as _validation.check_eps.
 constexpr double kEpsMin = 1.1754943508222875e-38, kEpsMax = 3.4028234663852886e+38;
 
-uint64_t kernel_key(int64_t device, int64_t n_cols, c10::ScalarType x_dtype, c10::ScalarType w_dtype) {
+uint64_t kernel_key(int64_t device, int64_t n_cols, c10::ScalarType x_dtype, c10::ScalarType w_dtype,
+                    bool has_res) {
   return (uint64_t(device) << 56) | (uint64_t(uint8_t(x_dtype)) << 48) | (uint64_t(uint8_t(w_dtype)) << 40) |
-         uint64_t(n_cols);
+         (uint64_t(has_res) << 39) | uint64_t(n_cols);
+}
+
+bool overlap(const at::Tensor& a, const at::Tensor& b) {
+  const auto a0 = reinterpret_cast<uintptr_t>(a.data_ptr()), b0 = reinterpret_cast<uintptr_t>(b.data_ptr());
+  return a0 < b0 + b.nbytes() && b0 < a0 + a.nbytes();
 }
 
 // The kernel reads raw, aligned memory: a dense, contiguous CUDA tensor with real storage (not a functorch,
@@ -65,6 +73,19 @@ bool plain_tensor(PyObject* obj) {
          !keys.has(c10::DispatchKey::Python) && !keys.has(c10::DispatchKey::Functionalize) &&
          !keys.has(c10::DispatchKey::ZeroTensor) && t.is_contiguous() && t.data_ptr() != nullptr &&
          (reinterpret_cast<uintptr_t>(t.data_ptr()) & 15) == 0;
+}
+
+// A 2-tuple of new references (stolen); null if either is null.
+PyObject* pair(PyObject* a, PyObject* b) {
+  PyObject* t = a && b ? PyTuple_New(2) : nullptr;
+  if (t == nullptr) {
+    Py_XDECREF(a);
+    Py_XDECREF(b);
+    return nullptr;
+  }
+  PyTuple_SET_ITEM(t, 0, a);
+  PyTuple_SET_ITEM(t, 1, b);
+  return t;
 }
 
 // Whether a Triton launch hook (a profiler's) is set: Triton 3.6's hooks are HookChains, set when their list
@@ -114,11 +135,11 @@ PyObject* init(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   Py_RETURN_NONE;
 }
 
-// register(x, weight, function, threads, shared_bytes, block_m): launch `function` for x's (device, hidden
-// size, dtype) and weight's dtype, grid = ceil(rows / block_m).
+// register(x, weight, function, threads, shared_bytes, block_m, has_res): launch `function` for x's (device,
+// hidden size, dtype), weight's dtype and a residual output (has_res) or none, grid = ceil(rows / block_m).
 PyObject* register_kernel(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs != 6 || !THPVariable_Check(args[0]) || !THPVariable_Check(args[1])) {
-    PyErr_SetString(PyExc_TypeError, "register(x, weight, function, threads, shared_bytes, block_m)");
+  if (nargs != 7 || !THPVariable_Check(args[0]) || !THPVariable_Check(args[1]) || !PyBool_Check(args[6])) {
+    PyErr_SetString(PyExc_TypeError, "register(x, weight, function, threads, shared_bytes, block_m, has_res)");
     return nullptr;
   }
   HANDLE_TH_ERRORS
@@ -131,17 +152,22 @@ PyObject* register_kernel(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     numbers[i] = PyLong_AsLong(args[3 + i]);
     if (PyErr_Occurred()) return nullptr;
   }
-  kernels[kernel_key(x.get_device(), x.size(-1), x.scalar_type(), w.scalar_type())] =
+  kernels[kernel_key(x.get_device(), x.size(-1), x.scalar_type(), w.scalar_type(), args[6] == Py_True)] =
       Kernel{reinterpret_cast<void*>(function), unsigned(numbers[0]), unsigned(numbers[1]), numbers[2]};
   Py_RETURN_NONE;
   END_HANDLE_TH_ERRORS
 }
 
-// forward(x, residual, weight, eps) -> y, or None: not the plain case.
+// forward(x, residual, weight, eps, return_residual, inplace_residual) -> what add_rmsnorm returns
+// (y; (y, x + residual); (y, residual) with residual updated in place), or None: not a plain case.
 PyObject* forward(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   // c10 errors (an out-of-memory included) become the Python exceptions torch raises for them.
   HANDLE_TH_ERRORS
-  if (nargs != 4 || kernels.empty() || !PyFloat_CheckExact(args[3])) Py_RETURN_NONE;
+  if (nargs != 6 || kernels.empty() || !PyFloat_CheckExact(args[3])) Py_RETURN_NONE;
+  // Python bools, at most one set: anything else is for the Python path to report.
+  if (!PyBool_Check(args[4]) || !PyBool_Check(args[5]) || (args[4] == Py_True && args[5] == Py_True))
+    Py_RETURN_NONE;
+  const bool new_res = args[4] == Py_True, inplace = args[5] == Py_True;
   // Under a torch function or dispatch mode the Python path's torch calls are seen by the mode: take it.
   if (c10::impl::TorchDispatchModeTLS::stack_len() > 0 || at::impl::PythonTorchFunctionTLS::stack_len() > 0)
     Py_RETURN_NONE;
@@ -164,7 +190,13 @@ PyObject* forward(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   const c10::Device device = x.device();
   if (r.device() != device || w.device() != device) Py_RETURN_NONE;
   if (at::GradMode::is_enabled() && (x.requires_grad() || r.requires_grad() || w.requires_grad())) Py_RETURN_NONE;
-  const auto found = kernels.find(kernel_key(device.index(), n, x_dtype, w_dtype));
+  // The in-place update reads and writes each residual element in one thread: x may be residual itself, but
+  // may not overlap it otherwise, nor may weight (the Python path raises for those). An inference tensor
+  // cannot be updated outside inference mode (the Python path raises).
+  if (inplace && ((x.data_ptr() != r.data_ptr() && overlap(x, r)) || overlap(w, r) ||
+                  (r.is_inference() && !c10::InferenceMode::is_enabled())))
+    Py_RETURN_NONE;
+  const auto found = kernels.find(kernel_key(device.index(), n, x_dtype, w_dtype, new_res || inplace));
   if (found == kernels.end()) Py_RETURN_NONE;
   // A copy: the calls below can run Python (a hook check, an allocator's observers), which may change the table.
   const Kernel k = found->second;
@@ -179,16 +211,26 @@ PyObject* forward(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   // The current device is x's (checked above); the block belongs to the current stream, as always.
   at::Tensor y = at::detail::empty_generic(x.sizes(), c10::GetAllocator(c10::DeviceType::CUDA),
                                            c10::DispatchKeySet(c10::DispatchKey::CUDA), x_dtype, std::nullopt);
+  at::Tensor res;
+  if (new_res)
+    res = at::detail::empty_generic(x.sizes(), c10::GetAllocator(c10::DeviceType::CUDA),
+                                    c10::DispatchKeySet(c10::DispatchKey::CUDA), x_dtype, std::nullopt);
   // The arguments of forward._rows_kernel that Triton 3.6 keeps for this specialization
   // (None pointers and constexprs dropped; native.py checks the signature before registering),
   // then its global and profile scratch pointers (null: the kernel uses neither).
+  const bool has_res = new_res || inplace;
   uint64_t x_ptr = uint64_t(x.data_ptr()), r_ptr = uint64_t(r.data_ptr()), w_ptr = uint64_t(w.data_ptr()),
-           y_ptr = uint64_t(y.data_ptr()), global_scratch = 0, profile_scratch = 0;
+           y_ptr = uint64_t(y.data_ptr()), res_ptr = new_res ? uint64_t(res.data_ptr()) : r_ptr,
+           global_scratch = 0, profile_scratch = 0;
   int32_t n_rows = int32_t(rows), n_cols = int32_t(n), stride_x = n_cols, stride_r = n_cols, stride_y = n_cols,
-          stride_res = 0, epoch = 0;
+          stride_res = has_res ? n_cols : 0, epoch = 0;
   float eps32 = float(eps);
-  void* params[] = {&x_ptr,    &r_ptr,    &w_ptr,      &y_ptr, &n_rows,         &n_cols,         &stride_x,
-                    &stride_r, &stride_y, &stride_res, &eps32, &epoch, &global_scratch, &profile_scratch};
+  void* plain[] = {&x_ptr,    &r_ptr,    &w_ptr,      &y_ptr, &n_rows,         &n_cols,         &stride_x,
+                   &stride_r, &stride_y, &stride_res, &eps32, &epoch, &global_scratch, &profile_scratch};
+  void* with_res[] = {&x_ptr,    &r_ptr,    &w_ptr,    &y_ptr,      &res_ptr, &n_rows,         &n_cols,
+                      &stride_x, &stride_r, &stride_y, &stride_res, &eps32,   &epoch, &global_scratch,
+                      &profile_scratch};
+  void** params = has_res ? with_res : plain;
   const unsigned grid = unsigned((rows + k.block_m - 1) / k.block_m);
   // The GIL stays held through the launch, as it does through torch's own ops' launches.
   const int rc = cu_launch(k.function, grid, 1, 1, k.threads, 1, 1, k.shared_bytes, stream, params, nullptr);
@@ -199,6 +241,12 @@ PyObject* forward(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
                  text ? text : "unknown CUDA error");
     return nullptr;
   }
+  if (inplace) {
+    // As the Python path (and PyTorch's own in-place ops): a backward that saved residual now raises.
+    torch::autograd::impl::bump_version(r);
+    return pair(THPVariable_Wrap(std::move(y)), Py_NewRef(args[1]));
+  }
+  if (new_res) return pair(THPVariable_Wrap(std::move(y)), THPVariable_Wrap(std::move(res)));
   return THPVariable_Wrap(std::move(y));
   END_HANDLE_TH_ERRORS
 }

@@ -15,6 +15,14 @@ from helpers import assert_matches_reference, kernels_seen_by_launch_hook
 DTYPES = [torch.bfloat16, torch.float16, torch.float32]
 
 
+class _Lane:
+    """native.forward (looked up per call: enable() sets it) with add_rmsnorm's defaults for the flags."""
+
+    @staticmethod
+    def forward(x, r, w, eps, return_residual=False, inplace_residual=False):
+        return native.forward(x, r, w, eps, return_residual, inplace_residual)
+
+
 @pytest.fixture
 def lane():
     try:
@@ -23,7 +31,7 @@ def lane():
         if "Ninja is required" in str(e):  # the lane is optional: no build tools, nothing to test
             pytest.skip(f"the native lane cannot be built here: {e}")
         raise
-    yield native
+    yield _Lane
     native.disable()
 
 
@@ -38,10 +46,12 @@ def test_the_lanes_source_builds_and_declines_what_it_cannot_launch(tmp_path):
     # Built on any torch (CI's is a CPU build): a C++ error shows up without a GPU run.
     module = native.build(str(tmp_path))
     x = torch.zeros(2, 16)
-    assert module.forward(x, x, torch.zeros(16), 1e-6) is None  # no kernel registered, CPU tensors
-    assert module.forward(x, x, torch.zeros(16)) is None  # wrong arity: the Python path reports it
+    assert module.forward(x, x, torch.zeros(16), 1e-6, False, False) is None  # no kernel registered, CPU tensors
+    assert module.forward(x, x, torch.zeros(16), 1e-6) is None  # wrong arity: the Python path reports it
     with pytest.raises(TypeError, match=r"register\(x, weight"):
         module.register(x, x)
+    with pytest.raises(TypeError, match=r"register\(x, weight.*has_res\)"):
+        module.register(x, x, 0, 128, 0, 1, 1)  # has_res must be a bool
 
 
 def test_the_environment_switch_warns_and_keeps_the_python_path_when_the_lane_cannot_start():
@@ -58,6 +68,12 @@ def _python_path(x, r, w, eps=1e-6):
     y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     launch.forward_rows(x, r, w, eps, y)
     return y
+
+
+def _python_path_with_residual(x, r, w, eps=1e-6):
+    y, res = torch.empty(x.shape, dtype=x.dtype, device=x.device), torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    launch.forward_rows(x, r, w, eps, y, res)
+    return y, res
 
 
 @pytest.mark.cuda
@@ -208,6 +224,91 @@ def test_lane_declines_under_modes_wrappers_and_tracing(lane):
 
 
 @pytest.mark.cuda
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(1, 4096), (32, 4096), (3, 1024), (2, 3, 4096)])
+def test_lane_residual_outputs_give_the_python_paths_bits(lane, shape, dtype):
+    x, r = torch.randn(shape, device="cuda", dtype=dtype), torch.randn(shape, device="cuda", dtype=dtype)
+    w = torch.randn(shape[-1], device="cuda", dtype=dtype)
+    want_y, want_res = _python_path_with_residual(x, r, w, 1e-5)  # registers the kernel with a residual output
+    out = lane.forward(x, r, w, 1e-5, True, False)
+    assert out is not None, "the lane declined return_residual"
+    y, res = out
+    assert res.shape == x.shape and res.dtype == dtype and res.is_contiguous()
+    torch.testing.assert_close(y, want_y, rtol=0, atol=0)
+    torch.testing.assert_close(res, want_res, rtol=0, atol=0)
+    buf = r.clone()
+    version = buf._version
+    out = lane.forward(x, buf, w, 1e-5, False, True)
+    assert out is not None, "the lane declined inplace_residual"
+    assert out[1] is buf and buf._version == version + 1
+    torch.testing.assert_close(out[0], want_y, rtol=0, atol=0)
+    torch.testing.assert_close(buf, want_res, rtol=0, atol=0)
+    # x being residual itself: each element is read, then overwritten by the same thread.
+    same = x.clone()
+    want_same = _python_path_with_residual(x, x, w, 1e-5)
+    y, res = lane.forward(same, same, w, 1e-5, False, True)
+    assert res is same
+    torch.testing.assert_close(y, want_same[0], rtol=0, atol=0)
+    torch.testing.assert_close(same, want_same[1], rtol=0, atol=0)
+    # Through the op, in its return shapes.
+    y, res = fusedkernel.add_rmsnorm(x, r, w, 1e-5, return_residual=True)
+    torch.testing.assert_close(y, want_y, rtol=0, atol=0)
+    torch.testing.assert_close(res, want_res, rtol=0, atol=0)
+    buf = r.clone()
+    y, res = fusedkernel.add_rmsnorm(x, buf, w, 1e-5, inplace_residual=True)
+    assert res is buf
+    torch.testing.assert_close(y, want_y, rtol=0, atol=0)
+    torch.testing.assert_close(buf, want_res, rtol=0, atol=0)
+
+
+@pytest.mark.cuda
+def test_lane_leaves_unsafe_in_place_updates_and_bad_flags_to_the_python_path(lane):
+    n = 4096
+    x, r = torch.randn(2, n, device="cuda"), torch.randn(2, n, device="cuda")
+    w = torch.randn(n, device="cuda")
+    _python_path_with_residual(x, r, w)
+    assert lane.forward(x, r.clone(), w, 1e-6, False, True) is not None
+    buf = torch.randn(3 * n, device="cuda")
+    # x overlapping residual (without being residual), weight inside residual.
+    for xx, rr, ww, name in ((buf[:2 * n].view(2, n), buf[n:].view(2, n), w, "x"),
+                             (x, buf[:2 * n].view(2, n), buf[n:2 * n], "weight")):
+        assert lane.forward(xx, rr, ww, 1e-6, False, True) is None
+        with pytest.raises(ValueError, match=f"{name} overlaps residual's memory"):
+            fusedkernel.add_rmsnorm(xx, rr, ww, inplace_residual=True)
+        assert lane.forward(xx, rr, ww, 1e-6, True, False) is not None  # nothing is written in place
+    with torch.inference_mode():
+        frozen = torch.randn(2, n, device="cuda")
+        y, res = lane.forward(x, frozen, w, 1e-6, False, True)
+        assert res is frozen and y.is_inference()
+    assert lane.forward(x, frozen, w, 1e-6, False, True) is None
+    with pytest.raises(ValueError, match="residual is an inference tensor"):
+        fusedkernel.add_rmsnorm(x, frozen, w, inplace_residual=True)
+    leaf = r.clone().requires_grad_()
+    assert lane.forward(x, leaf, w, 1e-6, False, True) is None
+    with pytest.raises(ValueError, match="inplace_residual=True overwrites residual"):
+        fusedkernel.add_rmsnorm(x, leaf, w, inplace_residual=True)
+    assert lane.forward(x, r, w, 1e-6, 1, False) is None
+    with pytest.raises(TypeError, match="must be Python bools"):
+        fusedkernel.add_rmsnorm(x, r, w, return_residual=1)
+    assert lane.forward(x, r, w, 1e-6, True, True) is None
+    with pytest.raises(ValueError, match="exclusive"):
+        fusedkernel.add_rmsnorm(x, r, w, return_residual=True, inplace_residual=True)
+
+
+@pytest.mark.cuda
+def test_lanes_in_place_update_invalidates_a_backward_that_saved_residual(lane):
+    x, w = torch.randn(2, 4096, device="cuda"), torch.randn(4096, device="cuda")
+    _python_path_with_residual(x, x, w)
+    leaf = torch.randn(2, 4096, device="cuda", requires_grad=True)
+    buf = leaf * 1.0
+    loss = (buf * buf).sum()  # saves buf
+    with torch.no_grad():
+        assert lane.forward(x, buf, w, 1e-6, False, True) is not None
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
+
+
+@pytest.mark.cuda
 def test_lane_registers_only_the_tables_whole_row_kernel_of_the_plain_case(lane):
     from fusedkernel.kernels.config import ForwardConfig
 
@@ -220,8 +321,10 @@ def test_lane_registers_only_the_tables_whole_row_kernel_of_the_plain_case(lane)
     w = torch.randn(2048, device="cuda")
     y = torch.empty_like(x)
     launch.forward_rows(x, r, w, 1e-6, y, cfg=ForwardConfig("rows", 1, 2048, 1, 4))  # an explicit config
-    launch.forward_rows(x, r, w, 1e-6, y, res=torch.empty_like(x))  # a residual output
-    assert lane.forward(x, r, w, 1e-6) is None
+    launch.forward_rows(x, r, w, 1e-6, y, rstd=torch.empty(3, device="cuda"))  # an rstd output
+    assert lane.forward(x, r, w, 1e-6) is None and lane.forward(x, r, w, 1e-6, True, False) is None
+    launch.forward_rows(x, r, w, 1e-6, y, res=torch.empty_like(x))  # a residual output: its own kernel
+    assert lane.forward(x, r, w, 1e-6) is None and lane.forward(x, r, w, 1e-6, True, False) is not None
     want = _python_path(x, r, w)  # the table's plain launch registers
     torch.testing.assert_close(lane.forward(x, r, w, 1e-6), want, rtol=0, atol=0)
     with torch.inference_mode():
