@@ -206,15 +206,19 @@ PyObject* forward(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   if (cuda->getDevice() != device || cu_ctx_get_current(&context) != 0 || context == nullptr) Py_RETURN_NONE;
   if (hooked(enter_name) || hooked(exit_name)) Py_RETURN_NONE;
   void* stream = cuda->getStream(device).native_handle();
-  // The output straight from the CUDA caching allocator, as at::empty's CUDA kernel gets it, without
-  // the dispatcher: at::empty cost the lane 2.0-2.3 us per call on the H200 (docs/performance.md, section 2).
+  // The outputs straight from the CUDA allocator, as at::empty's CUDA kernel gets them, without the
+  // dispatcher: at::empty cost the lane 2.0-2.3 us per call on the H200 (docs/performance.md, section 2).
+  // at::empty takes c10::cuda::CUDACachingAllocator::get() (libc10_cuda, not linked here); this takes the
+  // registry's CUDA allocator, and only when x's storage came from it: a tensor torch allocated came from
+  // at::empty's allocator (which cannot change once used), so the two are then one. Under another allocator backend or a pluggable
+  // allocator the registry may hold a different one: the Python path.
   // The current device is x's (checked above); the block belongs to the current stream, as always.
-  at::Tensor y = at::detail::empty_generic(x.sizes(), c10::GetAllocator(c10::DeviceType::CUDA),
-                                           c10::DispatchKeySet(c10::DispatchKey::CUDA), x_dtype, std::nullopt);
+  c10::Allocator* const allocator = c10::GetAllocator(c10::DeviceType::CUDA);
+  if (x.storage().allocator() != allocator) Py_RETURN_NONE;
+  const c10::DispatchKeySet cuda_keys(c10::DispatchKey::CUDA);
+  at::Tensor y = at::detail::empty_generic(x.sizes(), allocator, cuda_keys, x_dtype, std::nullopt);
   at::Tensor res;
-  if (new_res)
-    res = at::detail::empty_generic(x.sizes(), c10::GetAllocator(c10::DeviceType::CUDA),
-                                    c10::DispatchKeySet(c10::DispatchKey::CUDA), x_dtype, std::nullopt);
+  if (new_res) res = at::detail::empty_generic(x.sizes(), allocator, cuda_keys, x_dtype, std::nullopt);
   // The arguments of forward._rows_kernel that Triton 3.6 keeps for this specialization
   // (None pointers and constexprs dropped; native.py checks the signature before registering),
   // then its global and profile scratch pointers (null: the kernel uses neither).

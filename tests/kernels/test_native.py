@@ -224,11 +224,12 @@ def test_lane_declines_under_modes_wrappers_and_tracing(lane):
 
 
 @pytest.mark.cuda
+@pytest.mark.parametrize("weight_fp32", [False, True])
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", [(1, 4096), (32, 4096), (3, 1024), (2, 3, 4096)])
-def test_lane_residual_outputs_give_the_python_paths_bits(lane, shape, dtype):
+def test_lane_residual_outputs_give_the_python_paths_bits(lane, shape, dtype, weight_fp32, monkeypatch):
     x, r = torch.randn(shape, device="cuda", dtype=dtype), torch.randn(shape, device="cuda", dtype=dtype)
-    w = torch.randn(shape[-1], device="cuda", dtype=dtype)
+    w = torch.randn(shape[-1], device="cuda", dtype=torch.float32 if weight_fp32 else dtype)
     want_y, want_res = _python_path_with_residual(x, r, w, 1e-5)  # registers the kernel with a residual output
     out = lane.forward(x, r, w, 1e-5, True, False)
     assert out is not None, "the lane declined return_residual"
@@ -250,7 +251,10 @@ def test_lane_residual_outputs_give_the_python_paths_bits(lane, shape, dtype):
     assert res is same
     torch.testing.assert_close(y, want_same[0], rtol=0, atol=0)
     torch.testing.assert_close(same, want_same[1], rtol=0, atol=0)
-    # Through the op, in its return shapes.
+    # Through the op, in its return shapes, served by the lane.
+    served = []
+    forward = native.forward
+    monkeypatch.setattr(native, "forward", lambda *args: served.append(forward(*args)) or served[-1])
     y, res = fusedkernel.add_rmsnorm(x, r, w, 1e-5, return_residual=True)
     torch.testing.assert_close(y, want_y, rtol=0, atol=0)
     torch.testing.assert_close(res, want_res, rtol=0, atol=0)
@@ -259,6 +263,24 @@ def test_lane_residual_outputs_give_the_python_paths_bits(lane, shape, dtype):
     assert res is buf
     torch.testing.assert_close(y, want_y, rtol=0, atol=0)
     torch.testing.assert_close(buf, want_res, rtol=0, atol=0)
+    assert len(served) == 2 and None not in served
+
+
+@pytest.mark.cuda
+def test_lane_allocates_where_at_empty_would_or_declines():
+    # Under the cudaMallocAsync backend at::empty allocates from another allocator than the default
+    # one: the lane must allocate y from that one too (torch counts it) or leave the call to the Python path.
+    code = ("import torch, fusedkernel; from fusedkernel.kernels import native; native.enable(); "
+            "x = torch.randn(2, 4096, device='cuda'); w = torch.randn(4096, device='cuda'); "
+            "want = fusedkernel.add_rmsnorm(x, x, w); before = torch.cuda.memory_allocated(); "
+            "y = native.forward(x, x, w, 1e-6, False, False); "
+            "grown = torch.cuda.memory_allocated() - before; "
+            "print('declined' if y is None else f'served {grown} {torch.equal(y, want)}')")
+    env = {**os.environ, "PYTORCH_CUDA_ALLOC_CONF": "backend:cudaMallocAsync"}
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split()[0] == "declined" or run.stdout.split() == ["served", str(2 * 4096 * 4), "True"], \
+        run.stdout
 
 
 @pytest.mark.cuda
