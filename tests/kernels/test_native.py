@@ -358,3 +358,21 @@ def test_lane_registers_only_the_tables_whole_row_kernel_of_the_plain_case(lane)
     assert lane.forward(x, r, w, 1e-6) is None
     fusedkernel.add_rmsnorm(x, r, w)
     torch.testing.assert_close(lane.forward(x, r, w, 1e-6), want, rtol=0, atol=0)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+def test_lane_serves_each_device_with_its_kernel_and_declines_under_another_current_device(lane):
+    for index in (0, 1):
+        x, r = torch.randn(32, 4096, device=f"cuda:{index}"), torch.randn(32, 4096, device=f"cuda:{index}")
+        w = torch.randn(4096, device=f"cuda:{index}")
+        with torch.cuda.device(index):
+            want = _python_path(x, r, w)  # registers this device's kernel
+            y = lane.forward(x, r, w, 1e-6)
+            assert y is not None and y.device == x.device
+            torch.testing.assert_close(y, want, rtol=0, atol=0)
+        with torch.cuda.device(1 - index):
+            assert lane.forward(x, r, w, 1e-6) is None  # the kernel belongs to x's device's context
+            y = fusedkernel.add_rmsnorm(x, r, w)
+            assert y.device == x.device
+            torch.testing.assert_close(y, want, rtol=0, atol=0)
