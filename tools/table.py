@@ -62,6 +62,9 @@ def tables(res: Results, current: dict) -> str:
     lines = []
     for op, bench in TIME_BENCH.items():
         dev = values(res, f"{bench}.time_device", current)
+        if not dev and not any(k[0] == op for k in gbps):
+            lines += [f"### {op}", "", f"(no {bench}.time_device or Throughput results in this run)", ""]
+            continue
         lines += [f"### {op}", "",
                   "| dtype | shape | fused µs (IQR) | GB/s | floor fraction | " +
                   " | ".join(f"× vs {p}" for p in PEERS) + " |",

@@ -57,11 +57,11 @@ def enable() -> None:
     """
     global forward, _module
     if not launch._FAST:
-        missing = [why for why, ok in (("a CUDA build of torch", launch._raw_stream is not None),
-                                       (f"Triton 3.6 (found {triton.__version__})", triton.__version__.startswith("3.6")),
-                                       ("TRITON_INTERPRET unset", not launch.INTERPRET)) if not ok]
+        problems = [why for why, ok in (("torch is not a CUDA build", launch._raw_stream is not None),
+                                        (f"Triton is {triton.__version__}", triton.__version__.startswith("3.6")),
+                                        ("TRITON_INTERPRET=1 is set", not launch.INTERPRET)) if not ok]
         raise RuntimeError("the native launch lane needs a CUDA build of torch and Triton 3.6, outside "
-                           f"TRITON_INTERPRET; missing here: {', '.join(missing)}")
+                           f"TRITON_INTERPRET; here {', '.join(problems)}")
     if _module is None:
         module = build()
         module.init(triton.knobs.runtime)
