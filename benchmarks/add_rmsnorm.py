@@ -19,7 +19,8 @@ Ops and their floors are defined in ``_cases``.
   shapes, next to the floor's, which is what a decode step pays.
   ``HostRatio.track_ratio``: the fused op's host time over the floor's,
   measured side by side in one process (host times cluster per process, so
-  the ratio of two ``Host.time_wall`` results mixes two processes' CPUs).
+  the ratio of two ``Host.time_wall`` results mixes two processes' CPUs);
+  ``HostRatioInplace.track_ratio``: the same with ``inplace_residual=True``.
 
 asv runs every parameter combination of every benchmark in its own process
 (a fork of one server that has imported torch), so selecting benchmarks with
@@ -194,11 +195,32 @@ class HostRatio:
         except Exception as e:  # noqa: BLE001 - any failure (no lane, no compiler, no GPU): not measurable here
             raise NotImplementedError(f"the native launch lane is not available here: {e!r}") from None
 
+    def fused(self, dtype, shape):
+        return cases.runner("forward", "fused", dtype, shape)
+
     def track_ratio(self, impl, dtype, shape):
-        fused, floor = cases.runner("forward", "fused", dtype, shape), cases.floor("forward", dtype, shape)
+        fused, floor = self.fused(dtype, shape), cases.floor("forward", dtype, shape)
         warm_up(fused, WARMUP_S)
         warm_up(floor, WARMUP_S)
         op_s, floor_s = interleaved_wall_medians(fused, floor)
         return op_s / floor_s
 
     track_ratio.unit = "x floor"
+
+
+class HostRatioInplace(HostRatio):
+    """:class:`HostRatio` of the decode call inference engines make: ``inplace_residual=True``.
+
+    The residual buffer is updated in place by every call (x scaled by 1e-3,
+    so thousands of calls stay far from float16's range). Same floor,
+    ``torch.add(x, r, out=y)``: the host's cost of one launch on these tensors.
+    """
+
+    version = "1"
+
+    def fused(self, dtype, shape):
+        import fusedkernel
+
+        t = cases.inputs(dtype, shape)
+        x, r, w = t["x"] * 1e-3, t["r"].clone(), t["w"]
+        return lambda: fusedkernel.add_rmsnorm(x, r, w, cases.EPS, inplace_residual=True)

@@ -26,7 +26,7 @@ def test_a_host_only_run_says_which_tables_it_lacks():
     for bench in ("Forward", "ForwardResidual", "Training"):
         assert f"(no {bench}.time_device or Throughput results in this run)" in out.stdout
     # docs/performance.md, section 2: side by side 2.02 (Python path), 1.14 (native lane).
-    assert "| bf16 | 1x4096 | 42.3 | 14.4 | 2.94 | 2.02 | 1.14 |" in out.stdout
+    assert "| bf16 | 1x4096 | 42.3 | 14.4 | 2.94 | 2.02 | 1.14 | – | – |" in out.stdout
 
 
 def test_an_unknown_commit_is_refused():
