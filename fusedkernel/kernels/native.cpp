@@ -167,7 +167,7 @@ PyObject* forward(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   // Python bools, at most one set: anything else is for the Python path to report.
   if (!PyBool_Check(args[4]) || !PyBool_Check(args[5]) || (args[4] == Py_True && args[5] == Py_True))
     Py_RETURN_NONE;
-  const bool new_res = args[4] == Py_True, inplace = args[5] == Py_True;
+  const bool new_res = args[4] == Py_True, inplace = args[5] == Py_True, has_res = new_res || inplace;
   // Under a torch function or dispatch mode the Python path's torch calls are seen by the mode: take it.
   if (c10::impl::TorchDispatchModeTLS::stack_len() > 0 || at::impl::PythonTorchFunctionTLS::stack_len() > 0)
     Py_RETURN_NONE;
@@ -196,7 +196,7 @@ PyObject* forward(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   if (inplace && ((x.data_ptr() != r.data_ptr() && overlap(x, r)) || overlap(w, r) ||
                   (r.is_inference() && !c10::InferenceMode::is_enabled())))
     Py_RETURN_NONE;
-  const auto found = kernels.find(kernel_key(device.index(), n, x_dtype, w_dtype, new_res || inplace));
+  const auto found = kernels.find(kernel_key(device.index(), n, x_dtype, w_dtype, has_res));
   if (found == kernels.end()) Py_RETURN_NONE;
   // A copy: the calls below can run Python (a hook check, an allocator's observers), which may change the table.
   const Kernel k = found->second;
@@ -210,8 +210,8 @@ PyObject* forward(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   // dispatcher: at::empty cost the lane 2.0-2.3 us per call on the H200 (docs/performance.md, section 2).
   // at::empty takes c10::cuda::CUDACachingAllocator::get() (libc10_cuda, not linked here); this takes the
   // registry's CUDA allocator, and only when x's storage came from it: a tensor torch allocated came from
-  // at::empty's allocator (which cannot change once used), so the two are then one. Under another allocator backend or a pluggable
-  // allocator the registry may hold a different one: the Python path.
+  // at::empty's allocator (which cannot change once used), so the two are then one. Under another allocator
+  // backend or a pluggable allocator the registry may hold a different one: the Python path.
   // The current device is x's (checked above); the block belongs to the current stream, as always.
   c10::Allocator* const allocator = c10::GetAllocator(c10::DeviceType::CUDA);
   if (x.storage().allocator() != allocator) Py_RETURN_NONE;
@@ -222,7 +222,6 @@ PyObject* forward(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   // The arguments of forward._rows_kernel that Triton 3.6 keeps for this specialization
   // (None pointers and constexprs dropped; native.py checks the signature before registering),
   // then its global and profile scratch pointers (null: the kernel uses neither).
-  const bool has_res = new_res || inplace;
   uint64_t x_ptr = uint64_t(x.data_ptr()), r_ptr = uint64_t(r.data_ptr()), w_ptr = uint64_t(w.data_ptr()),
            y_ptr = uint64_t(y.data_ptr()), res_ptr = new_res ? uint64_t(res.data_ptr()) : r_ptr,
            global_scratch = 0, profile_scratch = 0;

@@ -11,14 +11,15 @@ runs outside torch.compile's tracing and outside torch function and dispatch
 modes (with or without ``return_residual`` or ``inplace_residual``; in place
 only when x is residual itself or does not overlap it, weight does not
 overlap it, and an inference-mode residual is updated inside inference
-mode); x, residual and weight are exact tensors (or
-Parameters) on the current CUDA device, contiguous, 16-byte aligned; eps is
+mode); x, residual and weight are exact tensors (or Parameters) on the
+current CUDA device, contiguous, 16-byte aligned; eps is
 a Python float; the hidden size is a multiple of 16 and rows are held whole
 by one program (up to 32768 wide in bf16/fp16, 16384 in fp32); no Triton
 launch hook is set; and the Python path has launched the same (device,
 hidden size, dtypes, residual output or not) since the lane was enabled
-(that launch compiles the kernel and registers it). Everything else takes the Python path. Host time
-per synchronized decode call on the H200: docs/performance.md, section 2.
+(that launch compiles the kernel and registers it). Everything else takes
+the Python path. Host time per synchronized decode call on the H200:
+docs/performance.md, section 2.
 """
 
 from __future__ import annotations
