@@ -1,13 +1,18 @@
 """Test setup: without a GPU, kernels run in Triton's interpreter on CPU tensors.
 
 TRITON_INTERPRET must be set before fusedkernel (and its @triton.jit kernels)
-is imported, hence here, at collection time.
+is imported, hence here, at collection time. The asv suite (tests/benchmarks)
+is imported as the package ``benchmarks`` from the repository root, as asv does.
 """
 
 import os
+import pathlib
+import sys
 
 import pytest
 import torch
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 HAS_CUDA = torch.cuda.is_available()
 if not HAS_CUDA:

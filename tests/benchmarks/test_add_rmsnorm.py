@@ -1,14 +1,10 @@
 """benchmarks/add_rmsnorm.py: what the host-time benchmarks call."""
 
-import pathlib
-import sys
-
 import pytest
 import torch
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
-from benchmarks import _cases as cases  # noqa: E402
-from benchmarks import add_rmsnorm as suite  # noqa: E402
+from benchmarks import _cases as cases
+from benchmarks import add_rmsnorm as suite
 
 SHAPE = cases.INTERPRETER_SHAPES[0] if cases.INTERPRET else cases.DECODE_SHAPES[1]
 

@@ -1,15 +1,11 @@
 """benchmarks/_cases.py: the suite's inputs, runners, floors and traffic model."""
 
-import pathlib
-import sys
-
 import pytest
 import torch
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
-from benchmarks import _cases as cases  # noqa: E402
+from benchmarks import _cases as cases
 
-from helpers import assert_matches_reference  # noqa: E402
+from helpers import assert_matches_reference
 
 # A shape this host runs: the small interpreter shape, or decode on a GPU.
 SHAPE = cases.INTERPRETER_SHAPES[0] if cases.INTERPRET else cases.DECODE_SHAPES[1]

@@ -1,13 +1,10 @@
 """benchmarks/_measure.py: the suite's clocks."""
 
-import pathlib
-import sys
 import time
 
 import torch
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
-from benchmarks import _measure as measure  # noqa: E402
+from benchmarks import _measure as measure
 
 
 def test_interleaved_wall_medians_alternate_and_time_each_call():
