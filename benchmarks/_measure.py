@@ -139,12 +139,31 @@ def interleaved_medians(op, floor, rounds: int = 3) -> tuple[float, float]:
     the same clocks, so their ratio moves less than either time does. In the
     interpreter one round (of 5 calls each) is enough: its times are CPU times.
     """
+    return interleaved_case_medians({"op": op}, floor, rounds)["op"]
+
+
+def interleaved_case_medians(ops: dict, floor, rounds: int = 3) -> dict:
+    """{name: (median device time of ``ops[name]``, of ``floor`` beside it)}, in seconds.
+
+    Every round measures each op right after a run of the floor, all ops of
+    the case in one round, the round's first op moving by one each round.
+    Measured one op after another instead, the first one took the GPU's state
+    after the host's set-up alone: on the H200 at decode shapes the floor
+    beside the first (the fused op) read 5-12% slower than beside the peers
+    in two whole-suite runs (``docs/performance.md``, section 1), while at
+    prefill shapes the floors agreed within 0.5%. One round in the
+    interpreter (CPU times).
+    """
     rounds = 1 if INTERPRET else rounds
-    op_t, floor_t = [], []
-    for _ in range(rounds):
-        floor_t.append(median_device_time(floor))
-        op_t.append(median_device_time(op))
-    return statistics.median(op_t), statistics.median(floor_t)
+    names = list(ops)
+    op_t = {name: [] for name in names}
+    floor_t = {name: [] for name in names}
+    for i in range(rounds):
+        k = i % len(names)
+        for name in names[k:] + names[:k]:
+            floor_t[name].append(median_device_time(floor))
+            op_t[name].append(median_device_time(ops[name]))
+    return {name: (statistics.median(op_t[name]), statistics.median(floor_t[name])) for name in names}
 
 
 def interleaved_wall_medians(op, floor, rounds: int = 9, calls: int = 50) -> tuple[float, float]:

@@ -33,7 +33,7 @@ import os
 import torch
 
 from . import _cases as cases
-from ._measure import DeviceClock, interleaved_medians, interleaved_wall_medians, prewarm, synchronize, warm_up
+from ._measure import DeviceClock, interleaved_case_medians, interleaved_wall_medians, prewarm, synchronize, warm_up
 
 WARMUP_S = 0.2
 CLOCK = DeviceClock()
@@ -100,16 +100,18 @@ def measure_all() -> dict:
     for dtype, shape in cases.cases():
         for op in cases.OPS:
             floor = cases.floor(op, dtype, shape)
+            torch._dynamo.reset()  # one graph per case: stay under dynamo's recompile limit
+            fns = {}
             for impl in cases.IMPLS:
                 try:
-                    fn = cases.runner(op, impl, dtype, shape)
+                    fns[impl] = cases.runner(op, impl, dtype, shape)
                 except NotImplementedError:
                     continue
-                torch._dynamo.reset()  # one graph per case: stay under dynamo's recompile limit
-                warm_up(fn, 1.0 if first else 0.05)
-                warm_up(floor, 0.02)
+                warm_up(fns[impl], 1.0 if first else 0.05)
                 first = False
-                out[op, impl, dtype, shape] = interleaved_medians(fn, floor)
+            warm_up(floor, 0.02)
+            for impl, times in interleaved_case_medians(fns, floor).items():
+                out[op, impl, dtype, shape] = times
         cases.inputs.cache_clear()  # free this case's tensors before the next
     return out
 
@@ -120,7 +122,9 @@ class Throughput:
     timeout = 1800  # setup_cache: every case, and cold torch.compile graphs
     # 2: single-call device times (DeviceClock) instead of do_bench's back-to-back
     # calls, which timed host-bound cases (decode, forward+backward) at host speed.
-    version = "2"
+    # 3: the implementations of a case measured in interleaved rounds, not one
+    # after another (the first, fused, read slow at decode shapes: _measure.interleaved_case_medians).
+    version = "3"
 
     def setup_cache(self):
         return measure_all()

@@ -39,3 +39,38 @@ def test_device_clock_gives_one_time_per_call_and_a_running_total():
     clock.call(fn)
     total = clock()
     assert total > 0 and clock() == total  # read twice: nothing new was timed
+
+
+def test_interleaved_case_medians_rotate_the_ops_and_pair_each_with_its_own_floor(monkeypatch):
+    # On a GPU: every round measures each op beside the floor, the first op
+    # moving by one per round, so no op always takes the case's first slot.
+    calls = []
+    fake_times = {"floor": iter([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]),
+                  "a": iter([10.0, 11.0, 12.0]), "b": iter([20.0, 21.0, 22.0]), "c": iter([30.0, 31.0, 32.0])}
+
+    def fake_median_device_time(fn):
+        calls.append(fn.__name__)
+        return next(fake_times[fn.__name__])
+
+    def floor(): ...
+    def a(): ...
+    def b(): ...
+    def c(): ...
+
+    monkeypatch.setattr(measure, "INTERPRET", False)
+    monkeypatch.setattr(measure, "median_device_time", fake_median_device_time)
+    out = measure.interleaved_case_medians({"a": a, "b": b, "c": c}, floor, rounds=3)
+    assert calls == ["floor", "a", "floor", "b", "floor", "c",
+                     "floor", "b", "floor", "c", "floor", "a",
+                     "floor", "c", "floor", "a", "floor", "b"]
+    # Floors beside a: rounds 1, 2, 3 -> 1.0, 6.0, 8.0; beside b: 2.0, 4.0, 9.0; beside c: 3.0, 5.0, 7.0.
+    assert out == {"a": (11.0, 6.0), "b": (21.0, 4.0), "c": (31.0, 5.0)}
+
+
+def test_interleaved_case_medians_run_one_round_in_the_interpreter(monkeypatch):
+    calls = []
+    monkeypatch.setattr(measure, "INTERPRET", True)
+    monkeypatch.setattr(measure, "median_device_time", lambda fn: calls.append(fn) or 1.0)
+    ops = {"a": lambda: None, "b": lambda: None}
+    assert measure.interleaved_case_medians(ops, lambda: None, rounds=3) == {"a": (1.0, 1.0), "b": (1.0, 1.0)}
+    assert len(calls) == 4
