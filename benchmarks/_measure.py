@@ -149,7 +149,7 @@ def interleaved_case_medians(ops: dict, floor, rounds: int = 3) -> dict:
     the case in one round, the round's first op moving by one each round.
     Measured one op after another instead, the first one took the GPU's state
     after the host's set-up alone: on the H200 at decode shapes the floor
-    beside the first (the fused op) read 5-12% slower than beside the peers
+    beside the first (the fused op) read 4-13% slower than beside the peers
     in two whole-suite runs (``docs/performance.md``, section 1), while at
     prefill shapes the floors agreed within 0.5%. One round in the
     interpreter (CPU times).

@@ -1,6 +1,11 @@
 """Markdown tables of one commit's asv results: the fused op against its floor and peers.
 
-    python tools/table.py COMMIT [--machine nvidia-h200] [--results results]
+    python tools/table.py COMMIT [COMMIT ...] [--machine nvidia-h200] [--results results]
+
+COMMIT: a hash (7 or more characters) or any git revision (HEAD, a branch).
+With several, each benchmark comes from the last of them that has it at
+the suite's current version (e.g. a whole-suite run, then a later run of
+one benchmark whose method changed, on the same kernels).
 
 One table per op (forward, forward+residual, forward+backward), one line per
 dtype and shape: the fused op's device time (µs, median of asv's samples of
@@ -22,6 +27,7 @@ import itertools
 import json
 import math
 import pathlib
+import subprocess
 import sys
 
 from asv.results import Results
@@ -35,14 +41,17 @@ PEERS = ["compiled", "liger", "eager"]
 SHAPE_ORDER = {s: i for i, s in enumerate(cases.SHAPES)}
 
 
-def values(res: Results, name: str, current: dict) -> dict[tuple, tuple]:
-    """:func:`result_values` of benchmark ``name``, if stored for the suite's current version.
+def values(runs: list[Results], name: str, current: dict) -> dict[tuple, tuple]:
+    """:func:`result_values` of benchmark ``name`` from the last run that stored it at the suite's current version.
 
     Results of another version of the benchmark than the suite's current one
     (``current``: results/benchmarks.json) are left out, as asv publish does.
     """
     key = f"add_rmsnorm.{name}"
-    return result_values(res, key) if key in res.get_result_keys(current) else {}
+    for res in reversed(runs):
+        if key in res.get_result_keys(current):
+            return result_values(res, key)
+    return {}
 
 
 def result_values(res: Results, key: str) -> dict[tuple, tuple]:
@@ -57,7 +66,7 @@ def result_values(res: Results, key: str) -> dict[tuple, tuple]:
     return out
 
 
-def tables(res: Results, current: dict) -> str:
+def tables(res: list[Results], current: dict) -> str:
     gbps = values(res, "Throughput.track_gbps", current)
     frac = values(res, "Throughput.track_floor_fraction", current)
     lines = []
@@ -103,15 +112,23 @@ def tables(res: Results, current: dict) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("commit", help="commit hash (its first 7 or more characters)")
+    ap.add_argument("commits", nargs="+", metavar="commit",
+                    help="commit hash (its first 7 or more characters) or a git revision")
     ap.add_argument("--machine", default="nvidia-h200")
     ap.add_argument("--results", default=str(ROOT / "results"))
     a = ap.parse_args()
-    files = sorted(pathlib.Path(a.results, a.machine).glob(f"{a.commit[:8]}*.json"))
-    if not files:
-        raise SystemExit(f"no results for {a.commit} in {a.results}/{a.machine}")
+    runs = []
+    for name in a.commits:
+        # Results files are named by hash; a revision this clone cannot
+        # resolve (results from elsewhere) is taken as a hash prefix.
+        rev = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{name}^{{commit}}"],
+                             capture_output=True, text=True, cwd=ROOT).stdout.strip()
+        files = sorted(pathlib.Path(a.results, a.machine).glob(f"{(rev or name)[:8]}*.json"))
+        if not files:
+            raise SystemExit(f"no results for {name} in {a.results}/{a.machine}")
+        runs.append(Results.load(str(files[-1]), a.machine))
     current = json.loads((pathlib.Path(a.results) / "benchmarks.json").read_text())
-    print(tables(Results.load(str(files[-1]), a.machine), current))
+    print(tables(runs, current))
 
 
 if __name__ == "__main__":

@@ -1,23 +1,32 @@
 """tools/table.py: markdown tables of one commit's committed asv results."""
 
 import pathlib
+import shutil
 import subprocess
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
-def table(commit):
-    return subprocess.run([sys.executable, str(ROOT / "tools" / "table.py"), commit],
+def table(commit, *args):
+    return subprocess.run([sys.executable, str(ROOT / "tools" / "table.py"), commit, *args],
                           capture_output=True, text=True, cwd=ROOT)
 
 
-def test_a_whole_suite_run_gives_every_op_table():
+def test_a_whole_suite_run_and_a_later_throughput_run_give_every_op_table():
+    out = table("78866b1", "274b2b6")
+    assert out.returncode == 0, out.stderr
+    # README's performance table, forward bf16 16384x4096: µs (IQR) from 78866b1,
+    # GB/s, floor fraction, x compiled, liger, eager from 274b2b6's Throughput.
+    assert "| bf16 | 16384x4096 | 98.1 (97.9–98.3) | 4081 | 0.992 | 0.98 | 1.37 | 3.49 |" in out.stdout
+    assert "no Forward.time_device" not in out.stdout
+
+
+def test_results_of_an_older_method_are_left_out():
+    # 913953e's Throughput is version 2 (implementations measured one after another).
     out = table("913953e")
     assert out.returncode == 0, out.stderr
-    # README's performance table, forward bf16 16384x4096: µs (IQR), GB/s, floor fraction, x compiled, liger, eager.
-    assert "| bf16 | 16384x4096 | 99.7 (99.4–100.0) | 4043 | 0.987 | 0.98 | 1.37 | 3.45 |" in out.stdout
-    assert "no Forward.time_device" not in out.stdout
+    assert "| bf16 | 16384x4096 | 99.7 (99.4–100.0) | – | – | – | – | – |" in out.stdout
 
 
 def test_a_host_only_run_says_which_tables_it_lacks():
@@ -32,3 +41,15 @@ def test_a_host_only_run_says_which_tables_it_lacks():
 def test_an_unknown_commit_is_refused():
     out = table("0000000")
     assert out.returncode != 0 and "no results for 0000000" in out.stderr
+
+
+def test_a_git_revision_names_its_commit(tmp_path):
+    # `make bench` benchmarks HEAD: `table.py HEAD` must find HEAD's results.
+    head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
+    (tmp_path / "nvidia-h200").mkdir()
+    shutil.copy(ROOT / "results" / "benchmarks.json", tmp_path / "benchmarks.json")
+    shutil.copy(ROOT / "results" / "nvidia-h200" / "788a61da-virtualenv-py3.12.json",
+                tmp_path / "nvidia-h200" / f"{head[:8]}-virtualenv-py3.12.json")
+    out = table("HEAD", "--results", str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    assert "| bf16 | 1x4096 | 42.3 | 14.4 | 2.94 | 2.02 | 1.14 | – | – |" in out.stdout
