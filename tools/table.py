@@ -3,9 +3,9 @@
     python tools/table.py COMMIT [COMMIT ...] [--machine nvidia-h200] [--results results]
 
 COMMIT: a hash (7 or more characters) or any git revision (HEAD, a branch).
-With several, each benchmark comes from the last of them that has it at
-the suite's current version (e.g. a whole-suite run, then a later run of
-one benchmark whose method changed, on the same kernels).
+With several, each value comes from the last of them that stored it at the
+suite's current version (e.g. a whole-suite run, then a later run of one
+benchmark whose method changed, on the same kernels).
 
 One table per op (forward, forward+residual, forward+backward), one line per
 dtype and shape: the fused op's device time (µs, median of asv's samples of
@@ -27,6 +27,7 @@ import itertools
 import json
 import math
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -42,16 +43,18 @@ SHAPE_ORDER = {s: i for i, s in enumerate(cases.SHAPES)}
 
 
 def values(runs: list[Results], name: str, current: dict) -> dict[tuple, tuple]:
-    """:func:`result_values` of benchmark ``name`` from the last run that stored it at the suite's current version.
+    """:func:`result_values` of benchmark ``name`` over ``runs``, a later run's value replacing an earlier one's.
 
     Results of another version of the benchmark than the suite's current one
-    (``current``: results/benchmarks.json) are left out, as asv publish does.
+    (``current``: results/benchmarks.json) are left out, as asv publish does;
+    so are values a run did not get (failed or skipped cases).
     """
     key = f"add_rmsnorm.{name}"
-    for res in reversed(runs):
+    out = {}
+    for res in runs:
         if key in res.get_result_keys(current):
-            return result_values(res, key)
-    return {}
+            out.update(result_values(res, key))
+    return out
 
 
 def result_values(res: Results, key: str) -> dict[tuple, tuple]:
@@ -73,7 +76,8 @@ def tables(res: list[Results], current: dict) -> str:
     for op, bench in TIME_BENCH.items():
         dev = values(res, f"{bench}.time_device", current)
         if not dev and not any(k[0] == op for k in gbps):
-            lines += [f"### {op}", "", f"(no {bench}.time_device or Throughput results in this run)", ""]
+            lines += [f"### {op}", "", f"(no {bench}.time_device or Throughput results of the suite's "
+                                        "current version in these runs)", ""]
             continue
         lines += [f"### {op}", "",
                   "| dtype | shape | fused µs (IQR) | GB/s | floor fraction | " +
@@ -117,18 +121,27 @@ def main() -> None:
     ap.add_argument("--machine", default="nvidia-h200")
     ap.add_argument("--results", default=str(ROOT / "results"))
     a = ap.parse_args()
-    runs = []
-    for name in a.commits:
-        # Results files are named by hash; a revision this clone cannot
-        # resolve (results from elsewhere) is taken as a hash prefix.
-        rev = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{name}^{{commit}}"],
-                             capture_output=True, text=True, cwd=ROOT).stdout.strip()
-        files = sorted(pathlib.Path(a.results, a.machine).glob(f"{(rev or name)[:8]}*.json"))
-        if not files:
-            raise SystemExit(f"no results for {name} in {a.results}/{a.machine}")
-        runs.append(Results.load(str(files[-1]), a.machine))
-    current = json.loads((pathlib.Path(a.results) / "benchmarks.json").read_text())
-    print(tables(runs, current))
+    bench_file = pathlib.Path(a.results) / "benchmarks.json"
+    if not bench_file.is_file():
+        raise SystemExit(f"no {bench_file}: --results must be an asv results directory")
+    current = json.loads(bench_file.read_text())
+    print(tables([load_run(name, pathlib.Path(a.results, a.machine), a.machine) for name in a.commits], current))
+
+
+def load_run(name: str, folder: pathlib.Path, machine: str) -> Results:
+    """The stored results of commit ``name`` (a git revision or a hash of 7+ hex digits) on ``machine``."""
+    rev = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{name}^{{commit}}"],
+                         capture_output=True, text=True, cwd=ROOT).stdout.strip()
+    # A revision this clone cannot resolve (results from elsewhere) must be a hash prefix.
+    commit = (rev or name).lower()
+    if not re.fullmatch(r"[0-9a-f]{7,40}", commit):
+        raise SystemExit(f"{name!r} is neither a git revision here nor a commit hash of 7 or more hex digits")
+    # asv names results files by the hash's first 8 digits: check the rest in the file.
+    runs = [Results.load(str(f), machine) for f in sorted(folder.glob("*-*.json")) if f.name.startswith(commit[:8])]
+    runs = [r for r in runs if r.commit_hash.startswith(commit)]
+    if not runs:
+        raise SystemExit(f"no results for {name} in {folder}")
+    return runs[-1]
 
 
 if __name__ == "__main__":

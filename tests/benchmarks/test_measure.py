@@ -74,3 +74,10 @@ def test_interleaved_case_medians_run_one_round_in_the_interpreter(monkeypatch):
     ops = {"a": lambda: None, "b": lambda: None}
     assert measure.interleaved_case_medians(ops, lambda: None, rounds=3) == {"a": (1.0, 1.0), "b": (1.0, 1.0)}
     assert len(calls) == 4
+
+
+def test_interleaved_medians_time_the_op_beside_the_floor(monkeypatch):
+    monkeypatch.setattr(measure, "INTERPRET", False)
+    times = iter([1.0, 10.0, 2.0, 20.0, 3.0, 30.0])  # floor, op, round after round
+    monkeypatch.setattr(measure, "median_device_time", lambda fn: next(times))
+    assert measure.interleaved_medians(lambda: None, lambda: None, rounds=3) == (20.0, 2.0)
