@@ -69,12 +69,12 @@ def result_values(res: Results, key: str) -> dict[tuple, tuple]:
     return out
 
 
-def tables(res: list[Results], current: dict) -> str:
-    gbps = values(res, "Throughput.track_gbps", current)
-    frac = values(res, "Throughput.track_floor_fraction", current)
+def tables(runs: list[Results], current: dict) -> str:
+    gbps = values(runs, "Throughput.track_gbps", current)
+    frac = values(runs, "Throughput.track_floor_fraction", current)
     lines = []
     for op, bench in TIME_BENCH.items():
-        dev = values(res, f"{bench}.time_device", current)
+        dev = values(runs, f"{bench}.time_device", current)
         if not dev and not any(k[0] == op for k in gbps):
             lines += [f"### {op}", "", f"(no {bench}.time_device or Throughput results of the suite's "
                                         "current version in these runs)", ""]
@@ -95,9 +95,9 @@ def tables(res: list[Results], current: dict) -> str:
             lines.append(f"| {dtype} | {shape} | {t_txt} | {'–' if g is None else f'{g:.0f}'} | "
                          f"{'–' if f is None else f'{f:.3f}'} | " + " | ".join(speedups) + " |")
         lines.append("")
-    host = values(res, "Host.time_wall", current)
-    side = values(res, "HostRatio.track_ratio", current)
-    inplace = values(res, "HostRatioInplace.track_ratio", current)
+    host = values(runs, "Host.time_wall", current)
+    side = values(runs, "HostRatio.track_ratio", current)
+    inplace = values(runs, "HostRatioInplace.track_ratio", current)
     if host or side or inplace:
         lines += ["### decode host time per synchronized call", "",
                   "| dtype | shape | fused µs | floor (torch.add) µs | ratio | ratio side by side | "
