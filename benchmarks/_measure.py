@@ -186,39 +186,3 @@ def interleaved_wall_medians(op, floor, rounds: int = 9, calls: int = 50) -> tup
                 synchronize()
                 out.append(time.perf_counter() - t0)
     return statistics.median(op_t), statistics.median(floor_t)
-
-
-def _compile_one(job) -> None:
-    from . import _cases
-
-    torch._dynamo.reset()  # one graph per shape: stay under dynamo's recompile limit
-    _cases.runner(*job)()
-    synchronize()
-
-
-def prewarm(jobs: list[tuple], workers: int) -> None:
-    """Run each job ``(op, impl, dtype, shape)`` once, in ``workers`` fresh processes.
-
-    For torch.compile peers: a cold compile takes seconds per shape (and the
-    backward as much again); compiled in parallel, the graphs land in
-    inductor's on-disk caches, and the measuring process then only loads them.
-    """
-    import concurrent.futures
-    import multiprocessing
-    import pathlib
-    import sys
-
-    # Spawned workers import this suite by name, as asv does, from the folder
-    # holding benchmarks/; appended, so the fusedkernel under test (installed
-    # in asv's environment) still comes first.
-    root = str(pathlib.Path(__file__).resolve().parent.parent)
-    added = root not in sys.path
-    if added:
-        sys.path.append(root)
-    try:
-        ctx = multiprocessing.get_context("spawn")  # a forked child cannot use CUDA
-        with concurrent.futures.ProcessPoolExecutor(workers, mp_context=ctx) as pool:
-            list(pool.map(_compile_one, jobs))
-    finally:
-        if added:
-            sys.path.remove(root)

@@ -33,7 +33,8 @@ import os
 import torch
 
 from . import _cases as cases
-from ._measure import DeviceClock, interleaved_case_medians, interleaved_wall_medians, prewarm, synchronize, warm_up
+from ._cases import prewarm
+from ._measure import DeviceClock, interleaved_case_medians, interleaved_wall_medians, synchronize, warm_up
 
 WARMUP_S = 0.2
 CLOCK = DeviceClock()
@@ -172,32 +173,15 @@ class Host:
 
 
 class HostRatio:
-    """Host wall time per synchronized call of the fused op over the floor's, side by side in one process.
-
-    ``fused-native``: the same op with the native launch lane on
-    (``fusedkernel/kernels/native.py``; skipped where it cannot be built:
-    no GPU, no C++ compiler or no ninja).
-    """
+    """Host wall time per synchronized call of the fused op over the floor's, side by side in one process."""
 
     version = "1"
-    params = [["fused", "fused-native"], list(cases.DTYPES), cases.DECODE_SHAPES + cases.INTERPRETER_SHAPES[:1]]
+    params = [["fused"], list(cases.DTYPES), cases.DECODE_SHAPES + cases.INTERPRETER_SHAPES[:1]]
     param_names = ["impl", "dtype", "shape"]
-    timeout = 180  # the lane's first build: ~25 s
+    timeout = 180
 
     def setup(self, impl, dtype, shape):
         cases.check_runs_here(shape)
-        try:
-            from fusedkernel.kernels import native  # commits before the lane have none
-        except ImportError:
-            native = None
-        if impl == "fused":
-            if native is not None:
-                native.disable()
-            return
-        try:
-            native.enable()
-        except Exception as e:  # noqa: BLE001 - any failure (no lane, no compiler, no GPU): not measurable here
-            raise NotImplementedError(f"the native launch lane is not available here: {e!r}") from None
 
     def fused(self, dtype, shape):
         return cases.runner("forward", "fused", dtype, shape)

@@ -1,4 +1,4 @@
-"""Argument checks shared by the fused op and its baselines.
+"""Argument checks of the fused op.
 
 Every failure names the argument and what was expected, so bad input never
 reaches a kernel as a Triton compile error or silent garbage.

@@ -8,25 +8,12 @@ carry fake implementations for tracing and the fused backward.
 
 from __future__ import annotations
 
-import os
-import warnings
-
 import torch
 import torch.autograd.forward_ad as _fwad
 from torch import Tensor
 
 from ._validation import check_inplace, check_inputs, rows_view
-from .kernels import native
 from .kernels.launch import INTERPRET, backward_rows, forward_rows
-
-if os.environ.get("FUSEDKERNEL_NATIVE_LAUNCH") == "1":
-    # Asked for by the environment, not by the code: a lane that cannot be
-    # built here must not stop the import; the Python path serves every call.
-    try:
-        native.enable()
-    except Exception as e:  # noqa: BLE001 - any build or driver failure
-        warnings.warn(f"FUSEDKERNEL_NATIVE_LAUNCH=1 but the native launch lane is off: {e!r}", RuntimeWarning,
-                      stacklevel=1)
 
 
 def _forward(x: Tensor, residual: Tensor, weight: Tensor, eps: float, res_mode: str | None,
@@ -202,13 +189,6 @@ def add_rmsnorm(x: Tensor, residual: Tensor, weight: Tensor, eps: float = 1e-6, 
     eager chain. So do rows whose mean square plus eps exceeds 3.4e38 (eps
     itself may be up to float32's maximum).
     """
-    # The native lane (opt-in, kernels/native.py) takes the plain eager cases
-    # whole, or returns None; the checks it cannot see (forward-mode AD,
-    # tracing) come first.
-    if native.forward is not None and _fwad._current_level < 0 and not torch.compiler.is_compiling():
-        out = native.forward(x, residual, weight, eps, return_residual, inplace_residual)
-        if out is not None:
-            return out
     eps = check_inputs(x, residual, weight, eps)
     if type(return_residual) is not bool or type(inplace_residual) is not bool:
         # The qualified name: numpy.bool_ calls itself "bool" too.

@@ -6,14 +6,12 @@ import math
 import pytest
 import torch
 
-from fusedkernel import add_rmsnorm, add_rmsnorm_compiled, add_rmsnorm_eager
+from fusedkernel import add_rmsnorm
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fusedkernel import _validation
 from fusedkernel._validation import _rows_overlap, check_eps
-
-OPS = [add_rmsnorm, add_rmsnorm_eager, add_rmsnorm_compiled]
 
 
 def good(device, n=8, dtype=torch.float16):
@@ -21,7 +19,6 @@ def good(device, n=8, dtype=torch.float16):
             torch.randn(n, device=device, dtype=dtype))
 
 
-@pytest.mark.parametrize("op", OPS)
 @pytest.mark.parametrize("case, exc, match", [
     ("x_not_tensor", TypeError, "x must be a torch.Tensor"),
     ("residual_not_tensor", TypeError, "residual must be a torch.Tensor"),
@@ -48,7 +45,7 @@ def good(device, n=8, dtype=torch.float16):
     ("eps_above_float32", ValueError, "eps must be a normal float32 number"),
     ("sparse_residual", ValueError, "residual must be a dense strided tensor"),
 ])
-def test_bad_input_names_the_argument(op, case, exc, match, device):
+def test_bad_input_names_the_argument(case, exc, match, device):
     x, r, w = good(device)
     eps = 1e-6
     if case == "x_not_tensor":
@@ -90,7 +87,7 @@ def test_bad_input_names_the_argument(op, case, exc, match, device):
                "eps_huge_int": 10**400, "eps_below_float32": 1e-46, "eps_subnormal_float32": 1e-40,
                "eps_above_float32": 1e39}[case]
     with pytest.raises(exc, match=match):
-        op(x, r, w, eps)
+        add_rmsnorm(x, r, w, eps)
 
 
 @pytest.mark.parametrize("name", ["x", "residual"])
@@ -140,17 +137,6 @@ def test_lazy_negation_views_are_refused_by_the_fused_op(name, device):
     with pytest.raises(ValueError, match=f"{name} is a lazy negation view"):
         add_rmsnorm(args["x"], args["residual"], args["weight"])
 
-
-def test_eager_peer_honours_lazy_negation_views(device):
-    x, r, w = good(device, dtype=torch.float32)
-    torch.testing.assert_close(add_rmsnorm_eager(torch._neg_view(x), r, w), add_rmsnorm_eager(-x, r, w))
-
-
-def test_compiled_peer_refuses_lazy_negation_views(device):
-    # torch.compile drops the negation bit of graph inputs: refused before the graph.
-    x, r, w = good(device, dtype=torch.float32)
-    with pytest.raises(ValueError, match="residual is a lazy negation view"):
-        add_rmsnorm_compiled(x, torch._neg_view(r), w)
 
 
 @pytest.mark.parametrize("eps, shown", [(3.4028235e38, "got 3.4028235e+38"), (1.17549435e-39, "got 1.17549435e-39"),

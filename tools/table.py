@@ -13,9 +13,8 @@ dtype and shape: the fused op's device time (µs, median of asv's samples of
 floor (``Throughput``), and its speedup over each peer (peer time / fused
 time, both from ``Throughput``'s one measuring process). Then the decode host
 times (``Host.time_wall``), their ratio to the floor's, and the same ratio
-measured side by side in one process (``HostRatio.track_ratio``, also with
-the native launch lane on; ``HostRatioInplace.track_ratio`` for
-``inplace_residual=True``). Results stored for
+measured side by side in one process (``HostRatio.track_ratio``;
+``HostRatioInplace.track_ratio`` for ``inplace_residual=True``). Results stored for
 another version of a benchmark than the suite's current one (a changed
 method) show as "–", as asv publish leaves them out.
 """
@@ -101,13 +100,12 @@ def tables(runs: list[Results], current: dict) -> str:
     if host or side or inplace:
         lines += ["### decode host time per synchronized call", "",
                   "| dtype | shape | fused µs | floor (torch.add) µs | ratio | ratio side by side | "
-                  "ratio side by side, native lane | in place, side by side | in place, native lane |",
-                  "|---|---|---|---|---|---|---|---|---|"]
+                  "in place, side by side |",
+                  "|---|---|---|---|---|---|---|"]
         for dtype, shape in sorted({k[1:] for k in host if k[0] == "fused"} | {k[1:] for k in side}
                                    | {k[1:] for k in inplace}, key=lambda c: (c[0], SHAPE_ORDER.get(c[1], 99))):
             v, f = host.get(("fused", dtype, shape), (None,))[0], host.get(("floor", dtype, shape), (None,))[0]
-            ratios = [d.get((impl, dtype, shape), (None,))[0] for d in (side, inplace)
-                      for impl in ("fused", "fused-native")]
+            ratios = [d.get(("fused", dtype, shape), (None,))[0] for d in (side, inplace)]
             lines.append(f"| {dtype} | {shape} | {'–' if v is None else f'{v * 1e6:.1f}'} | "
                          f"{'–' if f is None else f'{f * 1e6:.1f}'} | {f'{v / f:.2f}' if v and f else '–'} | "
                          + " | ".join("–" if r is None else f"{r:.2f}" for r in ratios) + " |")

@@ -1,55 +1,67 @@
-"""Launch settings per hidden size: the one place where they are chosen.
+"""Launch settings: the one place they are chosen, as data per GPU architecture.
 
-Two paths, picked by hidden size N (elements per row):
+A rule of hidden size N and element size picks each launch; the numbers the
+rules use are one frozen :class:`Settings` per architecture (``SETTINGS``),
+each field with one line of why pointing at its section of
+``docs/tuning.md``. They were measured on Hopper (the H200). Other GPUs, and
+Triton's interpreter, use Hopper's settings: the stated fallback, unmeasured
+there (:func:`settings_for`). The search space the tuners sweep sits beside
+each rule (:func:`forward_candidates`, :func:`backward_candidates`).
+
+Forward paths:
 
 * ``rows`` -- a program holds a [block_m, block_n] tile of rows in registers.
-  While a row holds at most MAX_TILE_BYTES the tile spans whole rows (splits = 1); wider rows are
-  split over ``splits`` adjacent programs that exchange partial sums of
-  squares and wait for each other (GPU only: the Triton interpreter runs
-  programs one after another, so a program that waits would wait forever).
-  Either way x and residual are read once and y written once: the 3 row-trips
-  of the floor.
-* ``looped`` -- one program per row loops over the row twice (sum of squares,
-  then re-read and write). Correct for every N; used for wide rows in the
-  interpreter, and on a GPU for rows that would split over more programs
-  than there are SMs (over 270336 wide on the H200).
+  While a row holds at most ``max_tile_bytes`` the tile spans whole rows
+  (splits = 1); wider rows are split over ``splits`` adjacent programs that
+  exchange partial sums of squares and wait for each other (GPU only: the
+  interpreter runs programs one after another, so a waiting program would
+  wait forever). Either way x and residual are read once and y written once.
+* ``looped`` -- one program per row loops over the row twice. Correct for
+  every N; for wide rows in the interpreter, and on a GPU for rows that would
+  split over more programs than there are SMs.
 
-The numbers were chosen by measurement on the H200 (bf16, 128 MiB per tensor,
-fraction of the floor ``torch.add(x, r, out=y)``): ``tools/tune_forward.py``
-sweeps them and ``docs/tuning.md`` keeps its tables.
+Backward paths: ``rows`` (whole rows, persistent grid), ``split`` (rows split
+over programs that exchange partial dot products) and ``columns`` (a pass for
+each row's dot product, then column chunks).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import itertools
 from dataclasses import dataclass
 
 import triton
 
-# Widest row kept whole in one program, in bytes of x per row: 32768 wide in
-# bf16/fp16 (whole-row tile 0.965 of the floor, best split 0.89), 16384 in fp32
-# (at 32768 fp32 the tile fell to 0.83 and the split reached 0.94). Wider, the
-# row's fp32 sum no longer fits one SM's registers (0.63 at 65536 in
-# shared/reference).
-MAX_TILE_BYTES = 65536
-# Elements per program for narrow rows: 2048 (e.g. 8 rows of 256, 4 of 512)
-# was the best or within 0.01 of it for every N <= 2048.
-NARROW_TILE_ELEMS = 2048
-# Whole-row tiles up to this width load the weight with the rows (decode,
-# device µs, bf16 / fp32: 1x4096 5.58 -> 5.47 / 5.82 -> 5.60, 32x4096
-# 5.57 -> 5.50 / 5.82 -> 5.71; 65536x512 bf16 0.979 -> 0.995 of the floor);
-# at 16384 wide its registers cost more than the latency saved (bf16
-# 8192x16384 0.985 -> 0.944).
-WEIGHT_FIRST_MAX_N = 4096
-# Split path: rows and columns per program, warps (every dtype). With the
-# epoch-tagged exchange, 2 x 2048 with 4 warps was the best or within 0.01
-# of the best of 6 tiles at 65536-262144 wide in bf16 and fp32, except bf16
-# 262144 (2 x 4096: 0.866 vs 0.855).
-SPLIT_BLOCK_M = 2
-SPLIT_BLOCK_N = 2048
-SPLIT_WARPS = 4
-# Looped path (interpreter): columns per loop step.
-LOOP_BLOCK_N = 4096
+# Triton's limits: a tensor of at most 2**20 elements, a program of at most 32 warps.
+MAX_TILE_ELEMS = 2**20
+MAX_WARPS = 32
+
+
+def _check_settings(cfg, paths: tuple[str, ...], powers_of_two: tuple[str, ...], positive: tuple[str, ...]) -> None:
+    # Settings come from tests and the tuners too: a bad one must fail here,
+    # not launch a kernel that skips columns or fails inside Triton.
+    name = type(cfg).__name__
+    if cfg.path not in paths:
+        raise ValueError(f"{name}.path must be one of {paths}, got {cfg.path!r}")
+    for field in powers_of_two + positive:
+        value = getattr(cfg, field)
+        # Python ints only: a float, bool or numpy int reaches Triton as something else.
+        if type(value) is not int:
+            raise TypeError(f"{name}.{field} must be an int, got {type(value).__name__} {value!r}")
+    for field in powers_of_two:
+        value = getattr(cfg, field)
+        if value < 1 or value & (value - 1):
+            raise ValueError(f"{name}.{field} must be a power of two >= 1, got {value}")
+    for field in positive:
+        if getattr(cfg, field) < 1:
+            raise ValueError(f"{name}.{field} must be >= 1, got {getattr(cfg, field)}")
+    if cfg.num_warps > MAX_WARPS:
+        raise ValueError(f"{name}.num_warps must be at most {MAX_WARPS}, got {cfg.num_warps}")
+    if cfg.block_m * cfg.block_n > MAX_TILE_ELEMS:
+        raise ValueError(f"{name}: block_m * block_n must be at most {MAX_TILE_ELEMS} (Triton's largest tensor), "
+                         f"got {cfg.block_m} * {cfg.block_n}")
 
 
 @dataclass(frozen=True)
@@ -75,108 +87,6 @@ class ForwardConfig:
             raise TypeError(f"ForwardConfig.weight_first must be a bool, got {self.weight_first!r}")
 
 
-# Triton's limits: a tensor of at most 2**20 elements, a program of at most 32 warps.
-MAX_TILE_ELEMS = 2**20
-MAX_WARPS = 32
-
-
-def _check_settings(cfg, paths: tuple[str, ...], powers_of_two: tuple[str, ...], positive: tuple[str, ...]) -> None:
-    # Settings come from tests and the tuning tools too: a bad one must fail
-    # here, not launch a kernel that skips columns or fails inside Triton.
-    name = type(cfg).__name__
-    if cfg.path not in paths:
-        raise ValueError(f"{name}.path must be one of {paths}, got {cfg.path!r}")
-    for field in powers_of_two + positive:
-        value = getattr(cfg, field)
-        # Python ints only: a float, bool or numpy int reaches Triton as something else.
-        if type(value) is not int:
-            raise TypeError(f"{name}.{field} must be an int, got {type(value).__name__} {value!r}")
-    for field in powers_of_two:
-        value = getattr(cfg, field)
-        if value < 1 or value & (value - 1):
-            raise ValueError(f"{name}.{field} must be a power of two >= 1, got {value}")
-    for field in positive:
-        if getattr(cfg, field) < 1:
-            raise ValueError(f"{name}.{field} must be >= 1, got {getattr(cfg, field)}")
-    if cfg.num_warps > MAX_WARPS:
-        raise ValueError(f"{name}.num_warps must be at most {MAX_WARPS}, got {cfg.num_warps}")
-    if cfg.block_m * cfg.block_n > MAX_TILE_ELEMS:
-        raise ValueError(f"{name}: block_m * block_n must be at most {MAX_TILE_ELEMS} (Triton's largest tensor), "
-                         f"got {cfg.block_m} * {cfg.block_n}")
-
-
-def _check_table_args(n_cols: object, elem_bytes: object, max_splits: object) -> None:
-    for name, value in (("n_cols", n_cols), ("max_splits", max_splits)):
-        if type(value) is not int or value < 1:
-            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-    if elem_bytes not in (2, 4) or type(elem_bytes) is not int:
-        raise ValueError(f"elem_bytes must be 2 or 4, got {elem_bytes!r}")
-
-
-# typed: 16384.0 must not hit 16384's entry and skip the argument checks.
-@functools.lru_cache(maxsize=1024, typed=True)
-def forward_config(n_cols: int, elem_bytes: int, max_splits: int) -> ForwardConfig:
-    """Launch settings for rows of ``n_cols`` elements (n_cols >= 1) of ``elem_bytes`` bytes (2 or 4).
-
-    ``max_splits``: the most programs a row may be split over, which all
-    wait for each other: 1 under TRITON_INTERPRET=1 (it runs programs one
-    by one, so a waiting one would wait forever), the SM count on a GPU
-    (every SM holds at least one program, so a row group of at most that
-    many is resident at once once the groups before it are done). Wider
-    rows take the looped path. ValueError for any other arguments.
-    """
-    _check_table_args(n_cols, elem_bytes, max_splits)
-    if n_cols * elem_bytes <= MAX_TILE_BYTES:
-        block_n = triton.next_power_of_2(n_cols)
-        block_m = max(1, NARROW_TILE_ELEMS // block_n)
-        # 8 warps up to 2048 wide, then one warp per 256 columns, at most 32
-        # (measured: 4096 -> 16, 16384 and 32768 -> 32).
-        return ForwardConfig("rows", block_m, block_n, 1, max(8, min(32, block_n // 256)),
-                             block_n <= WEIGHT_FIRST_MAX_N)
-    splits = triton.cdiv(n_cols, SPLIT_BLOCK_N)
-    if splits > max_splits:
-        return ForwardConfig("looped", 1, LOOP_BLOCK_N, 1, 8)
-    return ForwardConfig("rows", SPLIT_BLOCK_M, SPLIT_BLOCK_N, splits, SPLIT_WARPS)
-
-
-# Backward (tools/tune_backward.py on the H200, bf16, 128 MiB per tensor,
-# fraction of the floor torch.addcmul(x, r, dy, out=dx); docs/tuning.md):
-# whole rows up to 16384 wide (0.617 there against 0.551 for the columns
-# path), the columns path beyond (0.52-0.54 at 65536 and 262144). On a GPU
-# the split path (below) takes over from 16384 wide.
-BWD_MAX_TILE_N = 16384
-# Narrow rows are latency-bound: about 8192 elements in flight per SM, as
-# 4-warp programs of 1024 (512 wide: 2 rows, 4 warps, 8 per SM gave 0.870; the
-# untuned 4 rows, 8 warps, 4 per SM 0.619). From 4096 wide one row per
-# program, one warp per 512 columns (4096: 8 warps 0.852; 8192: 16 warps
-# 0.763, 32 0.769; 16384: 16 warps 0.617) and 2 programs per SM (0.852 vs
-# 0.789 with 4 at 4096).
-BWD_NARROW_TILE_ELEMS = 1024
-BWD_ELEMS_PER_SM = 8192
-# Columns path: 2048 columns, 1 row at a time, 4 warps, 4 programs per SM
-# (best at both 65536 and 262144 among 1-8 rows, 1024-4096 columns, 4-8 warps).
-BWD_COLUMNS = (1, 2048, 4, 4)
-# Split path (GPU, rows whose whole-row tile would be BWD_SPLIT_MIN_N or
-# wider): rows, columns, warps and
-# programs per SM by element size, 8192 elements per SM as for whole rows.
-# Backward alone, H200, fraction of the 4-trip floor (the columns path in
-# brackets): bf16 2 x 1024, 4 warps, 4 per SM: 0.726 (0.529) at 1024x65536,
-# 0.615 (0.537) at 256x131072, 0.748 (0.550) at 2048x32768, 0.820 (rows
-# path: 0.647) at 4096x16384; fp32 2 x 2048, 4 warps, 2 per SM: 0.857
-# (0.555), 0.782 (0.551), 0.723 (0.548) at 1024x65536, 256x131072,
-# 128x262144. Where a row would need more programs than there are SMs the
-# columns, warps double and programs per SM halve (bf16 262144: 2 x 2048,
-# 8 warps, 2 per SM, 0.592 against 0.527).
-BWD_SPLIT_MIN_N = 16384
-BWD_SPLIT = {2: (2, 1024, 4, 4), 4: (2, 2048, 4, 2)}
-# Grids that wait for themselves (at most one program per SM: decode) run
-# one warp per 1024 columns, at least 4, at most the table's: half the
-# table's warps at 4096 and 8192 wide (bf16 / fp32 backward, 32 rows, µs:
-# 4096 8.90 vs 9.47 / 8.83 vs 9.63; 8192 10.59 vs 11.90 / 10.75 vs 12.32),
-# the table's at 16384 (8 warps spill in fp32: 57 vs 15 µs at 8 rows).
-BWD_WAIT_COLS_PER_WARP = 1024
-
-
 @dataclass(frozen=True)
 class BackwardConfig:
     """How one backward launch is shaped.
@@ -186,10 +96,10 @@ class BackwardConfig:
     dot products, persistent over row blocks) or "columns" (block_m rows by
     block_n columns per step: a pass over the rows for each row's dot
     product, then a grid of column chunks by row groups writing dx).
-    num_warps: warps per program.
-    programs_per_sm: the grid's size, per SM. wait_warps: warps per program
-    when the rows grid has at most one program per SM and waits for itself
-    to sum dweight in the same launch (0: num_warps).
+    num_warps: warps per program. programs_per_sm: the grid's size, per SM.
+    wait_warps: warps per program when the rows grid has at most one program
+    per SM and waits for itself to sum dweight in the same launch (0:
+    num_warps).
     """
 
     path: str
@@ -209,8 +119,133 @@ class BackwardConfig:
                              f"got {self.wait_warps}")
 
 
+@dataclass(frozen=True)
+class ForwardSettings:
+    """The numbers of the forward rule (:func:`forward_config`)."""
+
+    max_tile_bytes: int  # widest row one program holds whole: docs/tuning.md#forward-whole-row-tiles
+    narrow_tile_elems: int  # elements per program for narrow rows: docs/tuning.md#forward-narrow-rows
+    cols_per_warp: int  # whole-row warps: one per this many columns...: docs/tuning.md#forward-warps
+    min_warps: int  # ...at least this many...
+    max_warps: int  # ...at most this many
+    weight_first_max_n: int  # whole rows up to this width load the weight first: docs/tuning.md#forward-weight-first
+    split: ForwardConfig  # rows wider than a tile, split over programs: docs/tuning.md#forward-split-rows
+    looped: ForwardConfig  # rows split over more programs than SMs: docs/tuning.md#forward-looped-path
+
+
+@dataclass(frozen=True)
+class BackwardSettings:
+    """The numbers of the backward rule (:func:`backward_config`)."""
+
+    max_tile_n: int  # widest whole row without the split path: docs/tuning.md#backward-whole-rows
+    narrow_tile_elems: int  # elements per program for narrow rows: docs/tuning.md#backward-whole-rows
+    elems_per_sm: int  # elements in flight per SM, sets programs per SM: docs/tuning.md#backward-whole-rows
+    cols_per_warp: int  # whole-row warps: one per this many columns, 4 to 16: docs/tuning.md#backward-whole-rows
+    wait_cols_per_warp: int  # warps of a grid that waits for itself: docs/tuning.md#backward-decode-waits
+    sum_tile_elems: int  # the waiting grid's own dweight sum, shares x columns: docs/tuning.md#backward-decode-waits
+    columns: BackwardConfig  # rows too wide for a tile, in the interpreter: docs/tuning.md#backward-columns-path
+    split_min_n: int  # whole-row tiles this wide or wider split on a GPU: docs/tuning.md#backward-split-path
+    split_2byte: BackwardConfig  # the split path for bf16/fp16: docs/tuning.md#backward-split-path
+    split_4byte: BackwardConfig  # the split path for fp32: docs/tuning.md#backward-split-path
+    dw_sum_tile_elems: int  # dweight shares summed in tiles of this many: docs/tuning.md#dweight-sum
+    dw_sum_max_p: int  # at most this many shares per step: docs/tuning.md#dweight-sum
+    dw_sum_min_cols: int  # at least this many columns per program: docs/tuning.md#dweight-sum
+    dw_sum_warps: int  # warps of the sum's programs: docs/tuning.md#dweight-sum
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every launch setting of one GPU architecture."""
+
+    arch: str
+    forward: ForwardSettings
+    backward: BackwardSettings
+
+
+HOPPER = Settings(
+    arch="hopper",
+    forward=ForwardSettings(
+        max_tile_bytes=65536, narrow_tile_elems=2048, cols_per_warp=256, min_warps=8, max_warps=32,
+        weight_first_max_n=4096, split=ForwardConfig("rows", 2, 2048, 1, 4),
+        looped=ForwardConfig("looped", 1, 4096, 1, 8)),
+    backward=BackwardSettings(
+        max_tile_n=16384, narrow_tile_elems=1024, elems_per_sm=8192, cols_per_warp=512, wait_cols_per_warp=1024,
+        sum_tile_elems=4096, columns=BackwardConfig("columns", 1, 2048, 4, 4), split_min_n=16384,
+        split_2byte=BackwardConfig("split", 2, 1024, 4, 4), split_4byte=BackwardConfig("split", 2, 2048, 4, 2),
+        dw_sum_tile_elems=1024, dw_sum_max_p=64, dw_sum_min_cols=16, dw_sum_warps=4),
+)
+SETTINGS = {"hopper": HOPPER}
+# Compute capability major -> architecture key; any other GPU (and the
+# interpreter, which has none) gets FALLBACK: Hopper's settings, unmeasured there.
+ARCH_OF_MAJOR = {9: "hopper"}
+FALLBACK = HOPPER
+
+
+def settings_for(capability: tuple[int, int] | None) -> Settings:
+    """The settings of a GPU of compute ``capability`` (major, minor); FALLBACK for unknown ones and None."""
+    key = ARCH_OF_MAJOR.get(capability[0]) if capability else None
+    return SETTINGS.get(key, FALLBACK)
+
+
+def _check_table_args(n_cols: object, elem_bytes: object, max_splits: object) -> None:
+    for name, value in (("n_cols", n_cols), ("max_splits", max_splits)):
+        if type(value) is not int or value < 1:
+            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+    if elem_bytes not in (2, 4) or type(elem_bytes) is not int:
+        raise ValueError(f"elem_bytes must be 2 or 4, got {elem_bytes!r}")
+
+
+# typed: 16384.0 must not hit 16384's entry and skip the argument checks.
 @functools.lru_cache(maxsize=1024, typed=True)
-def backward_config(n_cols: int, elem_bytes: int, max_splits: int) -> BackwardConfig:
+def forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Settings = HOPPER) -> ForwardConfig:
+    """Launch settings for rows of ``n_cols`` elements (n_cols >= 1) of ``elem_bytes`` bytes (2 or 4).
+
+    ``max_splits``: the most programs a row may be split over, which all
+    wait for each other: 1 under TRITON_INTERPRET=1 (it runs programs one
+    by one), the SM count on a GPU (a row group of at most that many is
+    resident at once once the groups before it are done). Wider rows take
+    the looped path. ValueError for any other arguments.
+    """
+    _check_table_args(n_cols, elem_bytes, max_splits)
+    f = settings.forward
+    if n_cols * elem_bytes <= f.max_tile_bytes:
+        block_n = triton.next_power_of_2(n_cols)
+        warps = max(f.min_warps, min(f.max_warps, block_n // f.cols_per_warp))
+        return ForwardConfig("rows", max(1, f.narrow_tile_elems // block_n), block_n, 1, warps,
+                             block_n <= f.weight_first_max_n)
+    splits = triton.cdiv(n_cols, f.split.block_n)
+    if splits > max_splits:
+        return f.looped
+    return dataclasses.replace(f.split, splits=splits)
+
+
+def forward_candidates(n_cols: int, elem_bytes: int, max_splits: int,
+                       settings: Settings = HOPPER) -> list[ForwardConfig]:
+    """What ``tools/kernel/tune_forward.py`` sweeps: the rule's choice first, then its neighbours.
+
+    Whole rows: weight first flipped, half and twice the warps, half and twice
+    the rows per program. Rows 16384 or wider: every split of 1-4 rows by
+    1024-4096 columns with 2-8 warps that keeps a program's tile at most 8192
+    elements and at least 128 columns per warp.
+    """
+    rule = forward_config(n_cols, elem_bytes, max_splits, settings)
+    out = [rule]
+    if rule.splits == 1 and rule.path == "rows":
+        out.append(dataclasses.replace(rule, weight_first=not rule.weight_first))
+        for bm, w in [(rule.block_m, rule.num_warps // 2), (rule.block_m, rule.num_warps * 2),
+                      (rule.block_m * 2, rule.num_warps), (rule.block_m // 2, rule.num_warps)]:
+            if bm >= 1 and 4 <= w <= MAX_WARPS:
+                out.append(ForwardConfig("rows", bm, rule.block_n, 1, w, rule.weight_first))
+    if n_cols >= 16384:
+        for bm, bn, w in itertools.product([1, 2, 4], [1024, 2048, 4096], [2, 4, 8]):
+            splits = triton.cdiv(n_cols, bn)
+            if bm * bn <= 8192 and bn >= 128 * w and splits <= max_splits:
+                out.append(ForwardConfig("rows", bm, bn, splits, w))
+    return list(dict.fromkeys(out))
+
+
+@functools.lru_cache(maxsize=1024, typed=True)
+def backward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Settings = HOPPER) -> BackwardConfig:
     """Backward launch settings for rows of ``n_cols`` elements (n_cols >= 1) of ``elem_bytes`` bytes (2 or 4).
 
     ``max_splits`` as for :func:`forward_config`: 1 in the interpreter,
@@ -218,42 +253,55 @@ def backward_config(n_cols: int, elem_bytes: int, max_splits: int) -> BackwardCo
     arguments.
     """
     _check_table_args(n_cols, elem_bytes, max_splits)
+    b = settings.backward
     block_n = triton.next_power_of_2(n_cols)
-    if block_n >= BWD_SPLIT_MIN_N and max_splits > 1:
-        block_m, cols, warps, per_sm = BWD_SPLIT[elem_bytes]
-        while triton.cdiv(n_cols, cols) > max_splits and warps < MAX_WARPS:
-            cols, warps, per_sm = 2 * cols, 2 * warps, max(1, per_sm // 2)
-        if triton.cdiv(n_cols, cols) <= max_splits:
-            return BackwardConfig("split", block_m, cols, warps, per_sm)
-    if block_n > BWD_MAX_TILE_N:
-        return BackwardConfig("columns", *BWD_COLUMNS)
-    block_m = max(1, BWD_NARROW_TILE_ELEMS // block_n)
-    warps = max(4, min(16, block_n // 512))
-    return BackwardConfig("rows", block_m, block_n, warps, max(2, BWD_ELEMS_PER_SM // (block_m * block_n)),
-                          max(4, min(warps, block_n // BWD_WAIT_COLS_PER_WARP)))
+    if block_n >= b.split_min_n and max_splits > 1:
+        cfg = b.split_2byte if elem_bytes == 2 else b.split_4byte
+        # Where a row would need more programs than may wait at once, the
+        # columns and warps double and the programs per SM halve.
+        while triton.cdiv(n_cols, cfg.block_n) > max_splits and cfg.num_warps < MAX_WARPS:
+            cfg = dataclasses.replace(cfg, block_n=2 * cfg.block_n, num_warps=2 * cfg.num_warps,
+                                      programs_per_sm=max(1, cfg.programs_per_sm // 2))
+        if triton.cdiv(n_cols, cfg.block_n) <= max_splits:
+            return cfg
+    if block_n > b.max_tile_n:
+        return b.columns
+    block_m = max(1, b.narrow_tile_elems // block_n)
+    warps = max(4, min(16, block_n // b.cols_per_warp))
+    return BackwardConfig("rows", block_m, block_n, warps, max(2, b.elems_per_sm // (block_m * block_n)),
+                          max(4, min(warps, block_n // b.wait_cols_per_warp)))
 
 
-# Sum of the backward's per-program dweight shares (_dw_sum_kernel): tiles of
-# DW_SUM_TILE_ELEMS, as many shares per step as there are (at most 64) by
-# columns filling the rest (at least 16), 4 warps. H200 (docs/tuning.md,
-# "dweight sum"): 64 shares x 16 columns was the best fixed setting, 0.68 of
-# torch's sum + cast on average over 8 (shares, N) cases (the untuned
-# 8 x 256: 2.5x), but in whole backwards with 5-9 shares of wide rows up to
-# 5% slower than torch's; tiles sized by the share count were within 1.5%
-# of torch's there and 3-6% faster than it at 512-16384 wide.
-DW_SUM_TILE_ELEMS = 1024
-DW_SUM_MAX_P = 64
-DW_SUM_WARPS = 4
+def backward_candidates(n_cols: int, elem_bytes: int, max_splits: int,
+                        settings: Settings = HOPPER) -> list[BackwardConfig]:
+    """What ``tools/kernel/tune_backward.py`` sweeps: the rule's choice first, then a grid around it.
+
+    Whole rows up to 16384 wide: 1-16 rows, 4-32 warps, 2-8 programs per SM
+    (tiles of at most 16384 elements, at least two per thread). Wider than
+    4096: the columns and split
+    paths with 1-8 rows of 1024-4096 columns (at most 8192 elements), 4 or 8
+    warps, 2 or 4 programs per SM.
+    """
+    rule = backward_config(n_cols, elem_bytes, max_splits, settings)
+    out = [rule]
+    block_n = triton.next_power_of_2(n_cols)
+    if block_n <= 16384:
+        for bm, w, per_sm in itertools.product([1, 2, 4, 8, 16], [4, 8, 16, 32], [2, 4, 8]):
+            if bm * block_n <= 16384 and 32 * w <= bm * block_n // 2 and (w < 32 or block_n >= 8192):
+                out.append(BackwardConfig("rows", bm, block_n, w, per_sm))
+    if n_cols > 4096:
+        for bm, bn, w, per_sm in itertools.product([1, 2, 4, 8], [1024, 2048, 4096], [4, 8], [2, 4]):
+            if bm * bn <= 8192:
+                out.append(BackwardConfig("columns", bm, bn, w, per_sm))
+                if triton.cdiv(n_cols, bn) <= max_splits:
+                    out.append(BackwardConfig("split", bm, bn, w, per_sm))
+    return list(dict.fromkeys(out))
 
 
-def dw_sum_config(n_parts: int) -> tuple[int, int]:
+def dw_sum_config(n_parts: int, settings: Settings = HOPPER) -> tuple[int, int]:
     """(shares per step, columns per program) for summing ``n_parts`` >= 1 dweight shares; else ValueError."""
     if n_parts < 1:
         raise ValueError(f"n_parts must be >= 1, got {n_parts}")
-    block_p = min(DW_SUM_MAX_P, 1 << (n_parts - 1).bit_length())
-    return block_p, max(16, DW_SUM_TILE_ELEMS // block_p)
-
-
-# The rows kernel's own sum after its grid-wide wait (grids of at most one
-# program per SM): shares x columns per step.
-BWD_SUM_TILE_ELEMS = 4096
+    b = settings.backward
+    block_p = min(b.dw_sum_max_p, 1 << (n_parts - 1).bit_length())
+    return block_p, max(b.dw_sum_min_cols, b.dw_sum_tile_elems // block_p)

@@ -9,12 +9,9 @@ import torch
 import triton
 
 from .._validation import row_stride
-from .config import (BWD_SUM_TILE_ELEMS, DW_SUM_WARPS, BackwardConfig, ForwardConfig, backward_config,
-                     dw_sum_config, forward_config)
+from .config import BackwardConfig, ForwardConfig, Settings, backward_config, dw_sum_config, forward_config, settings_for
 from .backward import _bwd_columns_kernel, _bwd_dot_kernel, _bwd_rows_kernel, _bwd_split_kernel, _dw_sum_kernel
 from .forward import _looped_kernel, _rows_kernel
-# native imports this module too; each uses the other only inside functions.
-from . import native
 
 # Triton picks the interpreter when a kernel is decorated, so read the same
 # switch (parsed as Triton parses it: 1, true, on, ...) once, at import.
@@ -100,8 +97,7 @@ def _launch(kernel, grid: int, key: tuple, ptrs: tuple, args: tuple, num_warps: 
     and the 4 row strides), then eps, any other runtime arguments and the
     constexprs. ``key`` must determine everything Triton specializes on
     besides alignment. Launches on the current device, which must be
-    ``device``, and its current stream. Returns the compiled kernel when
-    this launch compiled the cached one for ``key``, else None.
+    ``device``, and its current stream.
     """
     if _FAST:
         p = [t if t is None else t.data_ptr() for t in ptrs]
@@ -125,10 +121,8 @@ def _launch(kernel, grid: int, key: tuple, ptrs: tuple, args: tuple, num_warps: 
                 if not (run.global_scratch_size or run.profile_scratch_size):
                     _compiled[key] = (run.launch, compiled.function, compiled.packed_metadata,
                                       run.launch_cooperative_grid, run.launch_pdl)
-                    return compiled
-                return None
+                return
     kernel[(grid,)](*ptrs, *args, num_warps=num_warps)
-    return None
 
 
 @functools.lru_cache(maxsize=16)
@@ -139,6 +133,12 @@ def _sm_count(index: int) -> int:
 def _max_splits(index: int) -> int:
     # Programs that wait for each other: at most one per SM on a GPU, none in the interpreter.
     return 1 if INTERPRET else _sm_count(index)
+
+
+@functools.lru_cache(maxsize=16)
+def _settings(index: int) -> Settings:
+    # The device's architecture picks the launch settings (the interpreter has none: the fallback).
+    return settings_for(None if INTERPRET or index < 0 else torch.cuda.get_device_capability(index))
 
 
 def forward_rows(x: torch.Tensor, r: torch.Tensor, weight: torch.Tensor, eps: float,
@@ -162,7 +162,7 @@ def forward_rows(x: torch.Tensor, r: torch.Tensor, weight: torch.Tensor, eps: fl
     flags = (device, x.dtype, weight.dtype, y.dtype, res is not None, rstd is not None)
     table = cfg is None
     if table:
-        cfg = forward_config(n_cols, x.element_size(), _max_splits(device))
+        cfg = forward_config(n_cols, x.element_size(), _max_splits(device), _settings(device))
         # The table's choice follows from n_cols, the dtype and the device:
         # keying on them spares hashing the config (a dataclass) per call.
         key = (n_cols, *flags)
@@ -202,14 +202,9 @@ def forward_rows(x: torch.Tensor, r: torch.Tensor, weight: torch.Tensor, eps: fl
     slots, epoch = None, 0  # SPLITS == 1: no exchange
     if cfg.splits > 1:
         slots, epoch = _slot_buffer(x.device, groups * cfg.splits * cfg.block_m)
-    compiled = _launch(_rows_kernel, groups * cfg.splits, key, (x, r, weight, y, res, rstd, slots),
+    _launch(_rows_kernel, groups * cfg.splits, key, (x, r, weight, y, res, rstd, slots),
                        (*common, epoch, cfg.block_m, cfg.block_n, cfg.splits, 1 << (cfg.splits - 1).bit_length(),
                         cfg.weight_first, res is not None, rstd is not None), cfg.num_warps, device)
-    # The native lane launches the table's whole-row kernels of the plain cases (y, and the
-    # residual sum or not, in x's dtype).
-    if (compiled is not None and native.forward is not None and table and cfg.splits == 1 and rstd is None
-            and y.dtype == x.dtype and (res is None or res.dtype == x.dtype)):
-        native.register(compiled, x, weight, cfg.block_m, res is not None)
 
 
 def backward_rows(dy2: torch.Tensor, dres2: torch.Tensor | None, x2: torch.Tensor, r2: torch.Tensor,
@@ -230,9 +225,10 @@ def backward_rows(dy2: torch.Tensor, dres2: torch.Tensor | None, x2: torch.Tenso
     may wait for each other (see ``forward_config``).
     """
     n_rows, n_cols = x2.shape
-    max_splits = _max_splits(x2.get_device())
+    device = x2.get_device()
+    max_splits = _max_splits(device)
     if cfg is None:
-        cfg = backward_config(n_cols, x2.element_size(), max_splits)
+        cfg = backward_config(n_cols, x2.element_size(), max_splits, _settings(device))
     elif type(cfg) is not BackwardConfig:
         raise TypeError(f"cfg must be a BackwardConfig, got {type(cfg).__name__}")
     if cfg.path == "rows" and cfg.block_n < n_cols:
@@ -284,7 +280,7 @@ def backward_rows(dy2: torch.Tensor, dres2: torch.Tensor | None, x2: torch.Tenso
                 dw = torch.empty_like(weight)
                 count = _counter_buffer(x2.device, 1, n_progs)
                 sum_n = 1 << (-(-n_cols // n_progs) - 1).bit_length()
-                sum_p = min(1 << (n_progs - 1).bit_length(), max(1, BWD_SUM_TILE_ELEMS // sum_n))
+                sum_p = min(1 << (n_progs - 1).bit_length(), max(1, _settings(device).backward.sum_tile_elems // sum_n))
             _bwd_rows_kernel[(n_progs,)](dy2, dres_arg, x2, r2, weight, rstd, dx2, dw_part, dw, count, n_rows,
                                          n_cols, *strides, SUM_P=sum_p, SUM_N=sum_n, **meta)
             if dw is not None:
@@ -303,10 +299,11 @@ def sum_shares(dw_part: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
         raise ValueError(f"dw_part must be a contiguous float32 (P, N) tensor with P >= 1, got "
                          f"{dw_part.dtype} of shape {tuple(dw_part.shape)} and strides {dw_part.stride()}")
     n_parts, n_cols = dw_part.shape
-    block_p, block_n = dw_sum_config(n_parts)
+    settings = _settings(dw_part.get_device())
+    block_p, block_n = dw_sum_config(n_parts, settings)
     dw = torch.empty(n_cols, dtype=dtype, device=dw_part.device)
     _dw_sum_kernel[(-(-n_cols // block_n),)](dw_part, dw, n_parts, n_cols, BLOCK_P=block_p, BLOCK_N=block_n,
-                                             num_warps=DW_SUM_WARPS)
+                                             num_warps=settings.backward.dw_sum_warps)
     return dw
 
 

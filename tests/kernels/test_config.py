@@ -1,11 +1,18 @@
-"""The launch table covers every width with a legal launch."""
+"""The launch rules cover every width with a legal launch; settings are data keyed by architecture."""
+
+import dataclasses
 
 import pytest
 import triton
 
-from fusedkernel.kernels.config import (BWD_MAX_TILE_N, BWD_SPLIT_MIN_N, DW_SUM_MAX_P, DW_SUM_TILE_ELEMS, MAX_TILE_BYTES,
-                                       SPLIT_BLOCK_N, WEIGHT_FIRST_MAX_N, backward_config, dw_sum_config,
-                                       forward_config)
+from fusedkernel.kernels.config import (FALLBACK, HOPPER, SETTINGS, BackwardConfig, ForwardConfig, backward_candidates,
+                                       backward_config, dw_sum_config, forward_candidates, forward_config,
+                                       settings_for)
+
+F, B = HOPPER.forward, HOPPER.backward
+MAX_TILE_BYTES, SPLIT_BLOCK_N, WEIGHT_FIRST_MAX_N = F.max_tile_bytes, F.split.block_n, F.weight_first_max_n
+BWD_MAX_TILE_N, BWD_SPLIT_MIN_N = B.max_tile_n, B.split_min_n
+DW_SUM_MAX_P, DW_SUM_TILE_ELEMS = B.dw_sum_max_p, B.dw_sum_tile_elems
 
 # Every power of two up to 2**20 and its neighbours, plus odd and prime widths.
 WIDTHS = sorted({(1 << k) + d for k in range(21) for d in (-1, 0, 1) if (1 << k) + d >= 1}
@@ -68,3 +75,32 @@ def test_dweight_sum_tiles(n_parts):
         assert v == triton.next_power_of_2(v)
     assert block_p >= min(n_parts, DW_SUM_MAX_P) and block_p < 2 * n_parts
     assert block_n >= 16 and block_p * block_n <= max(DW_SUM_TILE_ELEMS, 16 * block_p)
+
+
+def test_settings_are_frozen_data_keyed_by_architecture():
+    assert SETTINGS["hopper"] is HOPPER and HOPPER.arch == "hopper"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        HOPPER.forward.max_tile_bytes = 1
+    assert settings_for((9, 0)) is HOPPER
+    # Any other GPU, and the interpreter (no capability), take the stated fallback.
+    assert settings_for((8, 0)) is FALLBACK and settings_for((10, 0)) is FALLBACK and settings_for(None) is FALLBACK
+
+
+def test_a_settings_instance_changes_the_rule():
+    wider = dataclasses.replace(HOPPER, forward=dataclasses.replace(F, max_tile_bytes=2 * F.max_tile_bytes))
+    n = F.max_tile_bytes  # 2-byte rows of this width are split by Hopper's rule, whole by the wider one
+    assert forward_config(n, 2, 132).splits > 1
+    assert forward_config(n, 2, 132, wider).splits == 1
+
+
+@pytest.mark.parametrize("n", [512, 4096, 5120, 20000, 65536])
+def test_the_tuners_sweep_the_rule_first_and_only_legal_settings(n):
+    fwd = forward_candidates(n, 2, 132)
+    assert fwd[0] == forward_config(n, 2, 132) and len(fwd) == len(set(fwd)) > 1
+    for cfg in fwd:
+        assert isinstance(cfg, ForwardConfig) and cfg.splits <= 132
+        if cfg.path == "rows":
+            assert cfg.block_n * cfg.splits >= n
+    bwd = backward_candidates(n, 2, 132)
+    assert bwd[0] == backward_config(n, 2, 132) and len(bwd) == len(set(bwd)) > 1
+    assert all(isinstance(cfg, BackwardConfig) for cfg in bwd)

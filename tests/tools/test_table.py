@@ -35,8 +35,8 @@ def test_a_host_only_run_says_which_tables_it_lacks():
     assert out.returncode == 0, out.stderr
     for bench in ("Forward", "ForwardResidual", "Training"):
         assert f"(no {bench}.time_device or Throughput results of the suite's current version in these runs)" in out.stdout
-    # docs/performance.md, section 2: side by side 2.02 (Python path), 1.14 (native lane).
-    assert "| bf16 | 1x4096 | 42.3 | 14.4 | 2.94 | 2.02 | 1.14 | – | – |" in out.stdout
+    # docs/performance.md, section 2: side by side 2.02.
+    assert "| bf16 | 1x4096 | 42.3 | 14.4 | 2.94 | 2.02 | – |" in out.stdout
 
 
 def test_an_unknown_commit_is_refused():
@@ -54,7 +54,7 @@ def test_a_git_revision_names_its_commit(tmp_path):
     (tmp_path / "nvidia-h200" / f"{head[:8]}-virtualenv-py3.12.json").write_text(json.dumps(run))
     out = table("HEAD", "--results", str(tmp_path))
     assert out.returncode == 0, out.stderr
-    assert "| bf16 | 1x4096 | 42.3 | 14.4 | 2.94 | 2.02 | 1.14 | – | – |" in out.stdout
+    assert "| bf16 | 1x4096 | 42.3 | 14.4 | 2.94 | 2.02 | – |" in out.stdout
 
 
 def test_the_last_commit_given_wins_value_by_value(tmp_path):

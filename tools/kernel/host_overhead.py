@@ -1,6 +1,6 @@
 """Host time per call at decode shapes: the fused op next to one torch.add, and where it goes.
 
-    python tools/host_overhead.py
+    python tools/kernel/host_overhead.py
 
 Wall time of N back-to-back calls without synchronizing (launch-bound: the
 host cost of a call) and with a synchronize after each (what one decode step
@@ -9,7 +9,9 @@ path taken apart, step by step (no synchronize; the kernel is shorter than its
 launch, so the GPU never backs the host up).
 """
 
+import pathlib
 import statistics
+import sys
 import time
 
 import torch
@@ -17,6 +19,9 @@ import torch
 import fusedkernel
 from fusedkernel import _validation, ops
 from fusedkernel.kernels import config, launch
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
+from benchmarks._peers import implementation  # noqa: E402
 
 
 def per_call_us(fn, n=2000, sync_each=False):
@@ -78,10 +83,11 @@ def main():
             x, r = torch.randn(rows, n, device="cuda", dtype=dt), torch.randn(rows, n, device="cuda", dtype=dt)
             w = torch.randn(n, device="cuda", dtype=dt)
             y = torch.empty_like(x)
+            eager, compiled = (implementation(i, False, n, 1e-6, False) for i in ("eager", "compiled"))
             impls = {"torch.add": lambda: torch.add(x, r, out=y),
                      "fused": lambda: fusedkernel.add_rmsnorm(x, r, w),
-                     "eager": lambda: fusedkernel.add_rmsnorm_eager(x, r, w),
-                     "compiled": lambda: fusedkernel.add_rmsnorm_compiled(x, r, w)}
+                     "eager": lambda: eager(x, r, w),
+                     "compiled": lambda: compiled(x, r, w)}
             base = None
             for name, fn in impls.items():
                 for _ in range(50):

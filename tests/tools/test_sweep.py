@@ -1,0 +1,28 @@
+"""tools/kernel/_sweep.py: the tuners' shared check, timing and report."""
+
+import pathlib
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "tools" / "kernel"))
+import _sweep  # noqa: E402
+
+
+def test_sweep_reports_each_candidate_refuses_wrong_ones_and_names_the_best(capsys, monkeypatch):
+    times = {"rule": 2.0, "faster": 1.0, "wrong": 0.5}
+    monkeypatch.setattr(_sweep, "warm_up", lambda fn, s: None)
+    # interleaved_medians gets (op, floor): the op runs the candidate.
+    monkeypatch.setattr(_sweep, "interleaved_medians", lambda op, floor: (op(), 1.0))
+
+    def check(cfg):
+        if cfg == "wrong":
+            raise ValueError("wrong result")
+
+    _sweep.sweep("bf16 4x64", ["rule", "faster", "wrong"], lambda cfg: times[cfg], check, lambda: None)
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("| bf16 4x64 | rule (rule) | 2000000.0 |") and out[0].endswith("| 0.500 |")
+    assert "| wrong | error: ValueError: wrong result |" in out[2]
+    assert out[-1] == "BEST bf16 4x64: faster fraction 1.000 (1000000.0 µs)"
+
+
+def test_rows_hold_the_asked_size_and_at_least_128():
+    assert _sweep.rows_for(4096, 128) == 16384 and _sweep.rows_for(1 << 20, 1) == 128

@@ -1,0 +1,54 @@
+"""What both tuners share: the GPU inputs, the timing (the suite's own) and the printed table.
+
+Every candidate is checked against a float64 reference first; then it is
+timed with ``benchmarks/_measure.interleaved_medians`` (single-call device
+time, L2 flushed, interleaved with the floor in 3 rounds) and reported as a
+fraction of the floor (floor time / op time; 1.0 = as fast as the floor).
+"""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+
+import torch
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
+from benchmarks._measure import interleaved_medians, warm_up  # noqa: E402
+
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+
+
+def rows_for(n: int, mib: int) -> int:
+    """Rows so that one (rows, n) bf16 tensor holds ``mib`` MiB (at least 128)."""
+    return max(128, (mib << 20) // (2 * n))
+
+
+def sweep(label: str, candidates: list, run, check, floor) -> None:
+    """Check, time and print each candidate (the first is the rule's); then the best.
+
+    ``run(cfg)`` launches once with ``cfg``; ``check(cfg)`` raises when its
+    result is wrong; ``floor()`` is the same-bytes reference.
+    """
+    best, first = None, True
+    for i, cfg in enumerate(candidates):
+        try:
+            check(cfg)
+        except Exception as e:  # noqa: BLE001 - report the candidate and go on
+            print(f"| {label} | {cfg} | error: {type(e).__name__}: {e} | | |", flush=True)
+            continue
+        op = lambda: run(cfg)  # noqa: E731
+        warm_up(op, 1.0 if first else 0.05)
+        first = False
+        op_s, floor_s = interleaved_medians(op, floor)
+        mark = " (rule)" if i == 0 else ""
+        print(f"| {label} | {cfg}{mark} | {op_s * 1e6:.1f} | {floor_s * 1e6:.1f} | {floor_s / op_s:.3f} |",
+              flush=True)
+        if best is None or floor_s / op_s > best[0]:
+            best = (floor_s / op_s, cfg, op_s)
+    if best:
+        print(f"BEST {label}: {best[1]} fraction {best[0]:.3f} ({best[2] * 1e6:.1f} µs)", flush=True)
+
+
+def header() -> None:
+    print("| case | config | µs | floor µs | fraction of floor |\n|---|---|---|---|---|", flush=True)

@@ -1,0 +1,63 @@
+"""Sweep the backward launch settings on a GPU: fraction of the floor per candidate.
+
+    python tools/kernel/tune_backward.py [--dtypes bf16,fp32] [--widths 512,4096,...] [--mib 64]
+
+Candidates: ``fusedkernel.kernels.config.backward_candidates`` (the rule's
+choice first). ``backward_rows`` alone is timed against ``torch.addcmul(x,
+r, dy, out=dx)``: the same 4 row-trips (read x, residual and dy, write dx).
+Each candidate is checked against a float64 evaluation of the backward
+formula (kernels/backward.py). Timing and table: ``_sweep.py``.
+"""
+
+import argparse
+import itertools
+
+import torch
+
+from _sweep import DTYPES, header, rows_for, sweep
+from fusedkernel.kernels import launch
+from fusedkernel.kernels.config import backward_candidates
+
+WIDTHS = [512, 2048, 4096, 5120, 8192, 16384, 65536, 262144]
+
+
+def reference(dy, x, r, w, rstd):
+    """dx and dw in float64 from the forward's float32 rstd."""
+    t_hat = (x.double() + r.double()) * rstd.double()[:, None]
+    g = dy.double() * w.double()
+    dx = rstd.double()[:, None] * (g - t_hat * (g * t_hat).mean(-1, keepdim=True))
+    return dx, (dy.double() * t_hat).sum(0)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dtypes", default="bf16")
+    ap.add_argument("--widths", default=",".join(map(str, WIDTHS)))
+    ap.add_argument("--mib", type=int, default=64)
+    a = ap.parse_args()
+    header()
+    for dname, n in itertools.product(a.dtypes.split(","), map(int, a.widths.split(","))):
+        rows = rows_for(n, a.mib)
+        x, r, dy = (torch.randn(rows, n, device="cuda", dtype=DTYPES[dname]) for _ in range(3))
+        w = torch.randn(n, device="cuda", dtype=DTYPES[dname])
+        t = x.float() + r.float()
+        rstd = torch.rsqrt(t.pow(2).mean(-1) + 1e-6)
+        del t
+        dx = torch.empty_like(x)
+        want_dx, want_dw = reference(dy, x, r, w, rstd)
+        tol = 2 * torch.finfo(x.dtype).eps
+
+        def check(cfg):
+            dw = launch.backward_rows(dy, None, x, r, w, rstd, dx, cfg=cfg)
+            err_dx = ((dx.double() - want_dx).abs().max() / want_dx.abs().max()).item()
+            err_dw = ((dw.double() - want_dw).abs().max() / want_dw.abs().max()).item()
+            if not (err_dx < tol and err_dw < tol):
+                raise ValueError(f"relative error dx {err_dx:.3g}, dw {err_dw:.3g}")
+
+        sweep(f"{dname} {rows}x{n}", backward_candidates(n, x.element_size(), launch._max_splits(0)),
+              lambda cfg: launch.backward_rows(dy, None, x, r, w, rstd, dx, cfg=cfg), check,
+              lambda: torch.addcmul(x, r, dy, out=dx))
+
+
+if __name__ == "__main__":
+    main()
