@@ -142,7 +142,7 @@ class BackwardSettings:
     elems_per_sm: int  # elements in flight per SM, sets programs per SM: docs/tuning.md#backward-whole-rows
     cols_per_warp: int  # whole-row warps: one per this many columns, 4 to 16: docs/tuning.md#backward-whole-rows
     wait_cols_per_warp: int  # warps of a grid that waits for itself: docs/tuning.md#backward-decode-waits
-    sum_tile_elems: int  # the waiting grid's own dweight sum, shares x columns: docs/tuning.md#backward-decode-waits
+    sum_tile_elems: int  # the waiting grid's own dweight sum, shares x columns: docs/tuning.md#backward-in-launch-sum
     columns: BackwardConfig  # rows too wide for a tile, in the interpreter: docs/tuning.md#backward-columns-path
     split_min_n: int  # whole-row tiles this wide or wider split on a GPU: docs/tuning.md#backward-split-path
     split_2byte: BackwardConfig  # the split path for bf16/fp16: docs/tuning.md#backward-split-path
