@@ -1,26 +1,35 @@
-"""What the suite measures: shapes, ops, implementations, inputs, floors and bytes.
+"""What the suite measures: the grid of cases, the ops, their inputs, floors and bytes.
 
-Shapes are "rows x hidden" strings. GPU shapes run on a GPU host only;
-interpreter shapes (small, so the Triton interpreter finishes in seconds) run
-under TRITON_INTERPRET=1 only. Both lists are in every benchmark's params, so
-the suite's definition is the same on every machine and each machine skips
-the other's shapes (cheaply: before any tensor is made).
+A case is ``"<dtype> <tokens>x<hidden>"`` (e.g. ``"bf16 1x4096"``): rows
+(tokens) by hidden size. The GPU grid follows real models:
 
-Ops, with their row-trips (one trip = rows x N elements of x's dtype read or
-written once; every implementation is charged the op's minimum, so GB/s is
-comparable across implementations and proportional to speed):
+* hidden sizes of widely used open models (``WIDTHS``): 2048 (Llama 3.2 1B),
+  2880 (gpt-oss), 4096 (Llama 3.1 8B), 5120 (Qwen2.5/Qwen3 14B and 32B,
+  Phi-4, Mistral Nemo), 7168 (DeepSeek-V3), 8192 (Llama 3.1 70B), 16384
+  (Llama 3.1 405B);
+* decode token counts 1, 8, 64, 512 and prefill 8192;
+* bf16 everywhere, fp16 and fp32 at two widths (a power of two and 5120);
+* one wide row per op (1024 x 65536) to catch cliffs.
+
+forward+backward (training) runs at prefill only. Without a GPU
+(``TRITON_INTERPRET=1``) the kernels run in Triton's interpreter on a few
+small cases; each mode keeps its own results, so the two never share a graph.
+
+Ops, with their row-trips (one trip = tokens x hidden elements of x's dtype
+read or written once; every implementation is charged the op's minimum, so
+GB/s is comparable across implementations and proportional to speed):
 
 * ``forward``: y = rmsnorm(x + residual) * weight. Read x, residual, write y:
   3 trips. Floor: ``torch.add(x, residual, out=y)``, 3 trips.
-* ``forward+residual``: also return x + residual (the next layer's residual).
-  4 trips. Floor: ``torch.addcmul(x, residual, z, out=y)``, 4 trips.
-* ``forward+backward``: the forward, then dx, dresidual, dweight from dy.
-  Forward 3 trips; backward reads dy, x, residual and writes dx (= dresidual):
-  4 trips; 7 in all. Floor: the two floors above, back to back, 7 trips.
+* ``forward+residual``: also return x + residual as a new tensor: 4 trips.
+  Floor: ``torch.addcmul(x, residual, z, out=y)``, 4 trips.
+* ``inference``: the call inference engines make: the residual buffer is
+  updated in place (``inplace_residual=True``): 4 trips, same floor. Liger has
+  no in-place form and writes a new residual (the same bytes).
+* ``forward+backward``: the forward, then dx, dresidual, dweight from dy:
+  3 + 4 = 7 trips. Floor: the two floors above, back to back.
 
-Weight traffic (N elements per weight read or written) is added to the bytes.
-Liger has one form, which always writes the residual sum; it is charged the
-op's trips like every implementation.
+Weight traffic (hidden elements per weight read or written) is added.
 """
 
 from __future__ import annotations
@@ -32,59 +41,76 @@ import torch
 from . import _peers
 from ._measure import DEVICE, INTERPRET, synchronize
 
-GPU_SHAPES = [
-    "1x4096", "32x4096",                          # decode
-    "65536x512",                                  # narrow rows, many tokens
-    "16384x4096", "32768x8192", "8192x16384",     # prefill
-    "1024x65536", "256x131072", "128x262144",     # wide rows
-]
-INTERPRETER_SHAPES = ["4x64", "3x1000", "2x20000"]
-SHAPES = GPU_SHAPES + INTERPRETER_SHAPES
-DECODE_SHAPES = ["1x4096", "32x4096"]
+WIDTHS = [2048, 2880, 4096, 5120, 7168, 8192, 16384]
+DECODE_TOKENS = [1, 8, 64, 512]
+PREFILL_TOKENS = [8192]
+WIDE = (1024, 65536)
+SUBSET_DTYPES, SUBSET_WIDTHS, SUBSET_TOKENS = ["fp16", "fp32"], [4096, 5120], [1, 64, 8192]
+INTERPRETER_CASES = ["bf16 1x64", "fp32 8x1000", "fp32 2x20000"]
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
-OPS = ["forward", "forward+residual", "forward+backward"]
-ROW_TRIPS = {"forward": 3, "forward+residual": 4, "forward+backward": 7}
-WEIGHT_TRIPS = {"forward": 1, "forward+residual": 1, "forward+backward": 3}
-IMPLS = _peers.IMPLS
+OPS = ["forward", "forward+residual", "inference", "forward+backward"]
+ROW_TRIPS = {"forward": 3, "forward+residual": 4, "inference": 4, "forward+backward": 7}
+WEIGHT_TRIPS = {"forward": 1, "forward+residual": 1, "inference": 1, "forward+backward": 3}
+# torch.compile of every case costs minutes of CPU time in the interpreter, where
+# the numbers are not performance history: the interpreter runs the fused op and eager.
+IMPLS = ["fused", "eager"] if INTERPRET else _peers.IMPLS
 EPS = 1e-6
 
 
-def parse_shape(shape: str) -> tuple[int, int]:
-    rows, n = shape.split("x")
-    return int(rows), int(n)
+def name(dtype: str, tokens: int, hidden: int) -> str:
+    return f"{dtype} {tokens}x{hidden}"
 
 
-def check_runs_here(shape: str) -> None:
-    """Raise NotImplementedError (asv: skipped) for the other mode's shapes."""
-    if (shape in INTERPRETER_SHAPES) != INTERPRET:
-        raise NotImplementedError(f"{shape} is for {'GPU' if INTERPRET else 'interpreter'} runs")
+def parse(case: str) -> tuple[str, int, int]:
+    """(dtype, tokens, hidden) of ``"<dtype> <tokens>x<hidden>"``; ValueError otherwise."""
+    try:
+        dtype, shape = case.split(" ")
+        tokens, hidden = (int(v) for v in shape.split("x"))
+    except ValueError:
+        raise ValueError(f"a case is '<dtype> <tokens>x<hidden>', got {case!r}") from None
+    if dtype not in DTYPES or tokens < 1 or hidden < 1:
+        raise ValueError(f"a case is '<dtype> <tokens>x<hidden>' with dtype in {list(DTYPES)}, got {case!r}")
+    return dtype, tokens, hidden
 
 
-def cases() -> list[tuple[str, str]]:
-    """(dtype, shape) pairs this host runs."""
-    return [(d, s) for s in (INTERPRETER_SHAPES if INTERPRET else GPU_SHAPES) for d in DTYPES]
+def gpu_cases(op: str) -> list[str]:
+    """The GPU grid of ``op`` (see the module docstring)."""
+    tokens = PREFILL_TOKENS if op == "forward+backward" else DECODE_TOKENS + PREFILL_TOKENS
+    out = [name("bf16", t, w) for w in WIDTHS for t in tokens] + [name("bf16", *WIDE)]
+    sub_tokens = [t for t in SUBSET_TOKENS if t in tokens]
+    return out + [name(d, t, w) for d in SUBSET_DTYPES for w in SUBSET_WIDTHS for t in sub_tokens]
+
+
+def cases(op: str) -> list[str]:
+    """The cases of ``op`` this host runs: the GPU grid, or the interpreter's small cases."""
+    return list(INTERPRETER_CASES) if INTERPRET else gpu_cases(op)
 
 
 @functools.cache
-def inputs(dtype: str, shape: str) -> dict[str, torch.Tensor]:
-    """Random x, residual, z, dy (rows, N) and weight (N,) on the run's device, made once."""
-    rows, n = parse_shape(shape)
+def inputs(dtype: str, tokens: int, hidden: int) -> dict[str, torch.Tensor]:
+    """Random x, residual, z, dy (tokens, hidden) and weight (hidden,) on the run's device, made once."""
     g = torch.Generator(device=DEVICE).manual_seed(0)
     dt = DTYPES[dtype]
-    t = {k: torch.randn(rows, n, generator=g, device=DEVICE, dtype=dt) for k in ("x", "r", "z", "dy")}
-    t["w"] = torch.randn(n, generator=g, device=DEVICE, dtype=dt)
+    t = {k: torch.randn(tokens, hidden, generator=g, device=DEVICE, dtype=dt) for k in ("x", "r", "z", "dy")}
+    t["w"] = torch.randn(hidden, generator=g, device=DEVICE, dtype=dt)
     return t
 
 
-def runner(op: str, impl: str, dtype: str, shape: str):
+def runner(op: str, impl: str, case: str):
     """A no-argument callable running ``op`` with ``impl`` once on this case's inputs.
 
     Raises NotImplementedError (asv: skipped) where the implementation does
-    not support the case.
+    not run the case. ``inference`` updates a residual buffer of its own in
+    place, from x scaled by 1e-3 so that thousands of calls stay far from
+    float16's range.
     """
-    t = inputs(dtype, shape)
-    fn = _peers.implementation(impl, op == "forward+residual", parse_shape(shape)[1], EPS, INTERPRET)
+    dtype, tokens, hidden = parse(case)
+    t = inputs(dtype, tokens, hidden)
+    fn = _peers.implementation(impl, op, hidden, EPS, INTERPRET)
+    if op == "inference":
+        x, r = t["x"] * 1e-3, t["r"].clone()
+        return lambda: fn(x, r, t["w"])
     if op != "forward+backward":
         return lambda: fn(t["x"], t["r"], t["w"])
     x, r, w = (t[k].detach().requires_grad_() for k in ("x", "r", "w"))
@@ -99,35 +125,35 @@ def runner(op: str, impl: str, dtype: str, shape: str):
     return step
 
 
-def floor(op: str, dtype: str, shape: str):
+def floor(op: str, case: str):
     """The same-bytes memory-bound reference of ``op`` (see the module docstring)."""
-    t = inputs(dtype, shape)
+    t = inputs(*parse(case))
     x, r, z = t["x"], t["r"], t["z"]
     y = torch.empty_like(x)
     if op == "forward":
         return lambda: torch.add(x, r, out=y)
-    if op == "forward+residual":
+    if op in ("forward+residual", "inference"):
         return lambda: torch.addcmul(x, r, z, out=y)
     return lambda: (torch.add(x, r, out=y), torch.addcmul(x, r, z, out=y))
 
 
-def bytes_moved(op: str, dtype: str, shape: str) -> int:
+def bytes_moved(op: str, case: str) -> int:
     """Bytes one call of ``op`` must move (the traffic model above)."""
-    rows, n = parse_shape(shape)
+    dtype, tokens, hidden = parse(case)
     e = DTYPES[dtype].itemsize
-    return ROW_TRIPS[op] * rows * n * e + WEIGHT_TRIPS[op] * n * e
+    return ROW_TRIPS[op] * tokens * hidden * e + WEIGHT_TRIPS[op] * hidden * e
 
 
 def _compile_one(job) -> None:
-    torch._dynamo.reset()  # one graph per shape: stay under dynamo's recompile limit
+    torch._dynamo.reset()  # one graph per case: stay under dynamo's recompile limit
     runner(*job)()
     synchronize()
 
 
 def prewarm(jobs: list[tuple], workers: int) -> None:
-    """Run each job ``(op, impl, dtype, shape)`` once, in ``workers`` fresh processes.
+    """Run each job ``(op, impl, case)`` once, in ``workers`` fresh processes.
 
-    For torch.compile peers: a cold compile takes seconds per shape (and the
+    For torch.compile peers: a cold compile takes seconds per case (and the
     backward as much again); compiled in parallel, the graphs land in
     inductor's on-disk caches, and the measuring process then only loads them.
     """

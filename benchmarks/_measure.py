@@ -1,16 +1,30 @@
-"""Measurement support for the asv suite: device clock, warm-up, floor, GB/s.
+"""How the suite measures: one timing method per regime, interleaved with the floor.
 
 Kept with the benchmarks, not in the package, so every commit in the history
 is measured by the same method (asv imports this suite once, from the working
 tree, and the package from each benchmarked commit).
 
-Mode: on a GPU host times are CUDA-event device times of single calls, with the
-L2 flushed before every call (Triton's own flush buffer, as
-``triton.testing.do_bench`` does) and the GPU kept ahead of the host (see
-DeviceClock). Under TRITON_INTERPRET=1 (no GPU) the "device" is the CPU running the
-interpreter and times are host wall times. The mode is read from the
-environment, not from torch.cuda, so importing this module (which asv's
-forkserver does before forking) never initializes CUDA.
+Methods (``METHODS``; the one a case gets follows from its token count):
+
+* ``cuda-graph`` (GPU, decode: <= 512 tokens): ``triton.testing.do_bench_cudagraph``
+  captures many calls in one CUDA graph and replays it (per-call time = graph
+  time / calls, median of its 10 replays), with a warm L2: how inference
+  engines run a decode step, whose tensors are L2-resident.
+* ``l2-flushed`` (GPU, prefill): single calls timed with CUDA events, the L2
+  flushed before each and the GPU kept ahead of the host (:class:`DeviceClock`);
+  median of a few calls.
+* ``interpreter-wall`` (no GPU, ``TRITON_INTERPRET=1``): wall time of calls
+  running in Triton's interpreter on the CPU. Not performance history: it
+  only shows the suite runs.
+
+Every implementation of a case is measured in rounds, each right after the
+floor (the same-bytes memory-bound reference), the round's first
+implementation moving by one each round (:func:`interleaved_rounds`). The
+flagged metric is op time / floor time per round: both see the same clocks
+and the same runner, so their ratio survives what moves both.
+
+The mode is read from the environment, not from torch.cuda, so importing this
+module (which asv's forkserver does before forking) never initializes CUDA.
 """
 
 from __future__ import annotations
@@ -20,14 +34,34 @@ import time
 
 import torch
 import triton
+import triton.testing
 
 INTERPRET = bool(triton.knobs.runtime.interpret)
 DEVICE = "cpu" if INTERPRET else "cuda"
+DECODE_MAX_TOKENS = 512
+METHODS = {
+    "cuda-graph": "CUDA graph of many calls replayed, warm L2 (triton.testing.do_bench_cudagraph, median)",
+    "l2-flushed": "single calls, CUDA events, L2 flushed before each, GPU kept ahead of the host (median)",
+    "interpreter-wall": "wall time of calls in Triton's interpreter on the CPU (median; not performance history)",
+}
+# Rounds of (floor, op) per implementation: the samples of each result.
+ROUNDS = 6 if INTERPRET else 12
+# Graph length: ~2 ms of calls per graph (do_bench_cudagraph sizes it from a host-bound estimate).
+GRAPH_REP_MS = 2
+FLUSHED_CALLS = 5
+WALL_CALLS = 3
 
 
 def synchronize() -> None:
     if not INTERPRET:
         torch.cuda.synchronize()
+
+
+def method(tokens: int) -> str:
+    """The timing method of a case of ``tokens`` rows on this host (see ``METHODS``)."""
+    if INTERPRET:
+        return "interpreter-wall"
+    return "cuda-graph" if tokens <= DECODE_MAX_TOKENS else "l2-flushed"
 
 
 # The spin before each timed call runs at the SM clock: ~2e9 cycles/s on the
@@ -37,45 +71,28 @@ MIN_SPIN_S = 100e-6
 
 
 class DeviceClock:
-    """An asv ``timer``: seconds of device time spent inside :meth:`call`.
-
-    asv reads the timer before and after each timed call; each read waits for
-    the GPU, then adds the CUDA-event time of the calls made since the last
-    read. So an asv sample is the device time of the call alone (L2 flushed
-    before it, the flush not counted), and asv's statistics apply to it.
+    """Device time of single calls, L2 flushed before each (the ``l2-flushed`` method).
 
     Before each call the GPU spins for longer than the host takes to enqueue
     the call (see :meth:`cover`), so the events time the GPU's work, not the
-    host's launch gaps. Without it, a call the host launches more slowly than
-    the GPU runs it (decode shapes; forward + backward, with autograd's host
-    work between the kernels) is timed at host speed.
+    host's launch gaps (forward + backward, with autograd's host work between
+    its kernels, is host-bound otherwise).
     """
 
     def __init__(self) -> None:
-        self.total = 0.0
         self.spin_s = MIN_SPIN_S
-        # CUDA event pairs on a GPU; wall times (s) in the interpreter.
         self._pending: list = []
         self._flush_buffer = None
 
-    def __call__(self) -> float:
-        self.total += sum(self.drain())
-        return self.total
-
     def drain(self) -> list[float]:
         """Device times (s) of the calls since the last drain, in order."""
-        if INTERPRET or not self._pending:
-            times = list(self._pending)
-        else:
-            torch.cuda.synchronize()
-            times = [s.elapsed_time(e) / 1e3 for s, e in self._pending]
+        torch.cuda.synchronize()
+        times = [s.elapsed_time(e) / 1e3 for s, e in self._pending]
         self._pending.clear()
         return times
 
     def cover(self, fn) -> None:
         """Set the spin to twice the host time of enqueuing ``fn`` (median of 5), plus 50 µs."""
-        if INTERPRET:
-            return
         host = []
         for _ in range(5):
             torch.cuda.synchronize()
@@ -86,11 +103,6 @@ class DeviceClock:
         self.spin_s = max(MIN_SPIN_S, 2 * statistics.median(host) + 50e-6)
 
     def call(self, fn) -> None:
-        if INTERPRET:
-            start = time.perf_counter()
-            fn()
-            self._pending.append(time.perf_counter() - start)
-            return
         driver = triton.runtime.driver.active
         if self._flush_buffer is None:
             self._flush_buffer = driver.get_empty_cache_for_benchmark()
@@ -101,6 +113,33 @@ class DeviceClock:
         fn()
         end.record()
         self._pending.append((start, end))
+
+
+def flushed_time(fn, calls: int = FLUSHED_CALLS) -> float:
+    """Median device time (s) of single calls of ``fn``, L2 flushed before each."""
+    clock = DeviceClock()
+    clock.cover(fn)
+    for _ in range(calls):
+        clock.call(fn)
+    return statistics.median(clock.drain())
+
+
+def graph_time(fn) -> float:
+    """Device time (s) per call of ``fn`` replayed in a CUDA graph of many calls, warm L2."""
+    return triton.testing.do_bench_cudagraph(fn, rep=GRAPH_REP_MS, return_mode="median") / 1e3
+
+
+def wall_time(fn, calls: int = WALL_CALLS) -> float:
+    """Median wall time (s) of ``calls`` calls of ``fn`` (the interpreter's method)."""
+    out = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - start)
+    return statistics.median(out)
+
+
+TIMERS = {"cuda-graph": graph_time, "l2-flushed": flushed_time, "interpreter-wall": wall_time}
 
 
 def warm_up(fn, seconds: float) -> None:
@@ -119,60 +158,38 @@ def warm_up(fn, seconds: float) -> None:
     synchronize()
 
 
-def median_device_time(fn, samples: int = 25) -> float:
-    """Median device time of one call of ``fn``, in seconds (L2 flushed per call).
+def interleaved_rounds(ops: dict, floor, timer, rounds: int = ROUNDS) -> dict:
+    """{name: ([op seconds per round], [floor seconds per round])}, each op timed right after the floor.
 
-    :class:`DeviceClock` samples, enqueued back to back and read once; in the
-    interpreter, wall times of 5 calls.
+    All ops of a case in every round, the round's first op moving by one each
+    round: measured one op after another instead, the first one took the
+    GPU's state after the host's set-up alone (on the H200 the floor beside
+    the first read 4-13% slower at decode shapes in two whole-suite runs).
     """
-    clock = DeviceClock()
-    clock.cover(fn)
-    for _ in range(5 if INTERPRET else samples):
-        clock.call(fn)
-    return statistics.median(clock.drain())
-
-
-def interleaved_medians(op, floor, rounds: int = 3) -> tuple[float, float]:
-    """Median device times (s) of ``op`` and ``floor``, measured in alternating short runs.
-
-    Alternating cancels most of the clock drift of an unlocked GPU: both see
-    the same clocks, so their ratio moves less than either time does. In the
-    interpreter one round (of 5 calls each) is enough: its times are CPU times.
-    """
-    return interleaved_case_medians({"op": op}, floor, rounds)["op"]
-
-
-def interleaved_case_medians(ops: dict, floor, rounds: int = 3) -> dict:
-    """{name: (median device time of ``ops[name]``, of ``floor`` beside it)}, in seconds.
-
-    Every round measures each op right after a run of the floor, all ops of
-    the case in one round, the round's first op moving by one each round.
-    Measured one op after another instead, the first one took the GPU's state
-    after the host's set-up alone: on the H200 at decode shapes the floor
-    beside the first (the fused op) read 4-13% slower than beside the peers
-    in two whole-suite runs (``docs/performance.md``, section 1), while at
-    prefill shapes the floors agreed within 0.5%. One round in the
-    interpreter (CPU times).
-    """
-    rounds = 1 if INTERPRET else rounds
     names = list(ops)
-    op_t = {name: [] for name in names}
-    floor_t = {name: [] for name in names}
+    out = {name: ([], []) for name in names}
     for i in range(rounds):
         k = i % len(names)
         for name in names[k:] + names[:k]:
-            floor_t[name].append(median_device_time(floor))
-            op_t[name].append(median_device_time(ops[name]))
-    return {name: (statistics.median(op_t[name]), statistics.median(floor_t[name])) for name in names}
+            out[name][1].append(timer(floor))
+            out[name][0].append(timer(ops[name]))
+    return out
+
+
+def interleaved_medians(op, floor, rounds: int = 3, timer=None) -> tuple[float, float]:
+    """Median times (s) of ``op`` and of ``floor`` beside it (the tuners' timing; L2 flushed on a GPU)."""
+    timer = timer or (wall_time if INTERPRET else flushed_time)
+    op_s, floor_s = interleaved_rounds({"op": op}, floor, timer, rounds)["op"]
+    return statistics.median(op_s), statistics.median(floor_s)
 
 
 def interleaved_wall_medians(op, floor, rounds: int = 9, calls: int = 50) -> tuple[float, float]:
     """Median host wall times (s) of one synchronized call of ``op`` and of ``floor``, side by side.
 
     Alternating runs of ``calls`` single calls each, in one process: host
-    times cluster per process (the CPU it lands on and its neighbours;
-    docs/performance.md, section 3), so only a ratio measured in one process
-    tells the two apart. In the interpreter, 1 round of 5 calls each.
+    times cluster per process (the CPU it lands on and its neighbours), so
+    only a ratio measured in one process tells the two apart. In the
+    interpreter, 1 round of 5 calls each.
     """
     if INTERPRET:
         rounds, calls = 1, 5

@@ -3,7 +3,9 @@
 The peers live with the suite, not in the package: asv imports the package
 from each benchmarked commit, and the peers must be the same code at every
 commit (and exist at old ones). Each entry builds ``f(x, residual, weight)``
-for one op; the inputs are the suite's own, so no argument checks here.
+for one op (``_cases.OPS``): ``forward`` and ``forward+backward`` return y,
+``forward+residual`` (y, x + residual), ``inference`` y with the residual
+buffer updated in place. The inputs are the suite's own: no argument checks.
 
 * ``fused``: ``fusedkernel.add_rmsnorm``.
 * ``compiled``: ``torch.compile`` (inductor, ``dynamic=False``: one kernel
@@ -11,7 +13,8 @@ for one op; the inputs are the suite's own, so no argument checks here.
   the eager chain.
 * ``liger``: Liger-Kernel's ``LigerFusedAddRMSNormFunction`` (optional,
   ``liger-kernel==0.8.5``); one program per row, so hidden size <= 65536. It
-  always writes the residual sum.
+  always writes the residual sum as a new tensor (also for ``inference``:
+  the same bytes as an in-place update).
 * ``eager``: ``t = x + residual; F.rms_norm(t) * weight``: three kernels.
 
 Rounding differs from the fused op's: the chain rounds ``t`` to x's dtype
@@ -41,10 +44,19 @@ def _chain_residual(x, residual, weight, eps):
     return F.rms_norm(t, (t.shape[-1],), eps=eps) * weight, t
 
 
+def _chain_inplace(x, residual, weight, eps):
+    residual.add_(x)
+    return F.rms_norm(residual, (residual.shape[-1],), eps=eps) * weight
+
+
+CHAINS = {"forward": _chain, "forward+residual": _chain_residual, "inference": _chain_inplace,
+          "forward+backward": _chain}
+
+
 @functools.cache
-def _compiled(return_residual: bool):
-    # Two graphs, so the y-only peer does not write t.
-    return torch.compile(_chain_residual if return_residual else _chain, dynamic=False)
+def _compiled(chain):
+    # One graph per op, so the y-only peer does not write t.
+    return torch.compile(chain, dynamic=False)
 
 
 def _liger(n: int):
@@ -57,26 +69,30 @@ def _liger(n: int):
     return LigerFusedAddRMSNormFunction.apply
 
 
-def implementation(impl: str, return_residual: bool, n: int, eps: float, interpret: bool):
-    """``f(x, residual, weight)`` -> y, or (y, x + residual) with ``return_residual``.
+def implementation(impl: str, op: str, n: int, eps: float, interpret: bool):
+    """``f(x, residual, weight)`` running ``op`` with ``impl`` (see the module docstring).
 
     ``n``: the hidden size. NotImplementedError (asv: skipped) where ``impl``
     does not run the case (Liger: wider than 65536, not installed, or in
-    Triton's interpreter); ValueError for an unknown ``impl``.
+    Triton's interpreter); ValueError for an unknown ``impl`` or ``op``.
     """
+    if op not in CHAINS:
+        raise ValueError(f"op must be one of {list(CHAINS)}, got {op!r}")
     if impl == "fused":
         import fusedkernel
 
-        return lambda x, r, w: fusedkernel.add_rmsnorm(x, r, w, eps, return_residual=return_residual)
-    if impl == "compiled":
-        fn = _compiled(return_residual)
-        return lambda x, r, w: fn(x, r, w, eps)
-    if impl == "eager":
-        fn = _chain_residual if return_residual else _chain
+        if op == "inference":
+            return lambda x, r, w: fusedkernel.add_rmsnorm(x, r, w, eps, inplace_residual=True)[0]
+        residual = op == "forward+residual"
+        return lambda x, r, w: fusedkernel.add_rmsnorm(x, r, w, eps, return_residual=residual)
+    if impl in ("compiled", "eager"):
+        fn = _compiled(CHAINS[op]) if impl == "compiled" else CHAINS[op]
         return lambda x, r, w: fn(x, r, w, eps)
     if impl == "liger":
         if interpret:
             raise NotImplementedError("Liger's kernels do not run in Triton's interpreter")
         apply = _liger(n)
+        if op in ("forward", "forward+backward", "inference"):
+            return lambda x, r, w: apply(x, r, w, eps)[0]
         return lambda x, r, w: apply(x, r, w, eps)
     raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")

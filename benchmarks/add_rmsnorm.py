@@ -1,214 +1,202 @@
-"""asv benchmarks of ``fusedkernel.add_rmsnorm`` and its peers.
+"""asv benchmarks of ``fusedkernel.add_rmsnorm``, its peers and its floor.
 
-Each metric is its own benchmark, so each has its own history on the site.
-Ops and their floors are defined in ``_cases``.
+One class per op (``Forward``, ``ForwardResidual``, ``Inference``,
+``Training``; ``_cases`` has the ops, the grid and the floors). Each class
+measures all its cases in one process (``setup_cache``: warm clocks, no
+process start per case, torch.compile graphs compiled in parallel first),
+every implementation interleaved with the floor in rounds (``_measure``).
+Its benchmarks read that measurement:
 
-* ``Forward.time_device``, ``ForwardResidual.time_device``,
-  ``Training.time_device``: device time (s) of one call of the fused op
-  (forward; forward returning the residual sum; forward + backward): CUDA
-  events, L2 flushed before each call, one asv sample per call, so asv's
-  statistics (median, IQR, significance in ``asv continuous``) apply. These
-  are the benchmarks that get regression flags and gate pull requests.
-* ``Throughput.track_gbps`` and ``Throughput.track_floor_fraction`` for every
-  op and implementation (fused and the peers: torch.compile, Liger, eager):
-  GB/s under the op's traffic model, and floor time / op time with the two
-  measured interleaved (1.0 = as fast as the same-bytes floor). All of them
-  are measured in one process (``setup_cache``): warm clocks, no per-case
-  process start, and torch.compile's graphs compiled in parallel first.
-* ``Host.time_wall``: host wall time of one synchronized call (s) at decode
-  shapes, next to the floor's, which is what a decode step pays.
-  ``HostRatio.track_ratio``: the fused op's host time over the floor's,
-  measured side by side in one process (host times cluster per process, so
-  the ratio of two ``Host.time_wall`` results mixes two processes' CPUs);
-  ``HostRatioInplace.track_ratio``: the same with ``inplace_residual=True``.
+* ``track_ratio(impl, case)``: op time / floor time, one sample per round
+  (asv keeps the samples: its statistics and the gate's Mann-Whitney test
+  run on them). For ``fused`` this is the flagged metric: a rise is a
+  regression, and it survives what moves op and floor together (clocks,
+  another runner). For the peers it is shown (their code is pinned).
+* ``track_time(case)``: the fused op's device time per call, µs (samples:
+  rounds). Shown, not flagged: it moves with the runner.
+* ``track_gbps(case)``: the fused op's bytes (the traffic model) / its median
+  time. Shown, not flagged.
 
-asv runs every parameter combination of every benchmark in its own process
-(a fork of one server that has imported torch), so selecting benchmarks with
-``-b 'Forward.time_device[(].fused.,..bf16'`` costs only what it selects
-(except Throughput, whose one measuring process covers all its cases).
+``HostRatio.track_ratio(op, case)``: the fused op's host wall time per
+synchronized call over the floor's, side by side in one process, at decode
+shapes. Shown, not flagged: no detection curve has been measured for it.
+
+``-b`` selects what asv runs; ``tools/bench.py`` also hands the same
+regexes to the suite (``FUSEDKERNEL_BENCH_REGEX``), so a class measures only
+the cases some selected benchmark needs.
 """
 
+import json
 import os
+import re
+import statistics
 
 import torch
 
 from . import _cases as cases
-from ._cases import prewarm
-from ._measure import DeviceClock, interleaved_case_medians, interleaved_wall_medians, synchronize, warm_up
+from ._measure import (DECODE_MAX_TOKENS, INTERPRET, METHODS, ROUNDS, TIMERS, interleaved_rounds,
+                       interleaved_wall_medians, method, synchronize, warm_up)
 
+# The method goes into every benchmark's version, which asv stores with each
+# result; a new method is a new version, so a history never mixes two.
+VERSION = "5"
+MODE_METHODS = (["interpreter-wall"] if INTERPRET else ["cuda-graph", "l2-flushed"])
+METHOD_NOTE = (f"{ROUNDS} rounds beside the floor; " + ("" if INTERPRET else f"<= {DECODE_MAX_TOKENS} tokens: ")
+               + "; else: ".join(f"{m} ({METHODS[m]})" for m in MODE_METHODS))
 WARMUP_S = 0.2
-CLOCK = DeviceClock()
 
 
-class _DeviceTime:
-    """Device time of one call of the fused op; ``op`` is set by each subclass."""
-
-    op = "forward"
-    # Explicit versions keep a benchmark's history across edits of its code
-    # (asv otherwise versions it by a hash of the code); bump one only when what
-    # it measures changes.
-    version = "1"
-    # impl is a parameter (with one value) so the history keeps its v0 name.
-    params = [["fused"], list(cases.DTYPES), cases.SHAPES]
-    param_names = ["impl", "dtype", "shape"]
-    # asv_runner >= 0.3 re-runs setup before every timed call: setup builds only
-    # what is missing (inputs are cached per process) and warms up once.
-    number = 1
-    repeat = (20, 200, 2.0)
-    warmup_time = 0.0
-    rounds = 1
-    timeout = 120
-
-    def setup(self, impl, dtype, shape):
-        cases.check_runs_here(shape)
-        if getattr(self, "_case", None) != (impl, dtype, shape):
-            self.fn = cases.runner(self.op, impl, dtype, shape)
-            warm_up(self.fn, WARMUP_S)
-            CLOCK.cover(self.fn)
-            self._case = (impl, dtype, shape)
-
-    def time_device(self, impl, dtype, shape):
-        CLOCK.call(self.fn)
-
-    time_device.timer = CLOCK
+def _selection() -> list:
+    """The ``-b`` regexes of this run (tools/bench.py sets FUSEDKERNEL_BENCH_REGEX); [] selects everything."""
+    return [re.compile(r) for r in json.loads(os.environ.get("FUSEDKERNEL_BENCH_REGEX") or "[]")]
 
 
-class Forward(_DeviceTime):
-    op = "forward"
+def _wanted(cls, impl: str, case: str, regexes: list) -> bool:
+    """Does a selected benchmark of ``cls`` need ``impl`` at ``case``? (asv's own matching rule)."""
+    if not regexes:
+        return True
+    names = [f"add_rmsnorm.{cls.__name__}.track_ratio('{impl}', '{case}')"]
+    if impl == "fused":
+        names += [f"add_rmsnorm.{cls.__name__}.{m}('{case}')" for m in ("track_time", "track_gbps")]
+    return any(r.search(n) for r in regexes for n in names)
 
 
-class ForwardResidual(_DeviceTime):
-    op = "forward+residual"
+def measure(cls) -> dict:
+    """{(impl, case): ([op s per round], [floor s per round])}, or {("failed", case): message}."""
+    from ._cases import prewarm
 
-
-class Training(_DeviceTime):
-    op = "forward+backward"
-    # 2: the spin before each call covers the host's enqueue time; results of
-    # version 1 (a fixed 0.1 ms spin) included autograd's host gaps.
-    version = "2"
-    # Each sample waits out a spin of twice autograd's host time (~1 ms): at
-    # most 1 s of samples keeps this benchmark from being half the suite's time.
-    repeat = (20, 100, 1.0)
-
-
-def measure_all() -> dict:
-    """{(op, impl, dtype, shape): (op seconds, floor seconds)} for every case this host runs."""
-    jobs = [(op, impl, d, s) for d, s in cases.cases() for op in cases.OPS for impl in cases.IMPLS]
+    op, regexes = cls.op, _selection()
+    plan = {case: [i for i in cases.IMPLS if _wanted(cls, i, case, regexes)] for case in cases.cases(op)}
+    plan = {case: impls for case, impls in plan.items() if impls}
     workers = min(12, (os.cpu_count() or 1) - 1)
-    if workers >= 2:
-        prewarm([j for j in jobs if j[1] == "compiled"], workers)
+    compiled = [(op, "compiled", case) for case, impls in plan.items() if "compiled" in impls]
+    if compiled and workers >= 2:
+        prewarm(compiled, workers)
     out, first = {}, True
-    for dtype, shape in cases.cases():
-        for op in cases.OPS:
-            floor = cases.floor(op, dtype, shape)
+    for case, impls in plan.items():
+        try:
             torch._dynamo.reset()  # one graph per case: stay under dynamo's recompile limit
             fns = {}
-            for impl in cases.IMPLS:
+            for impl in impls:
                 try:
-                    fns[impl] = cases.runner(op, impl, dtype, shape)
+                    fns[impl] = cases.runner(op, impl, case)
                 except NotImplementedError:
                     continue
                 warm_up(fns[impl], 1.0 if first else 0.05)
                 first = False
+            floor = cases.floor(op, case)
             warm_up(floor, 0.02)
-            for impl, times in interleaved_case_medians(fns, floor).items():
-                out[op, impl, dtype, shape] = times
-        cases.inputs.cache_clear()  # free this case's tensors before the next
+            out.update(((impl, case), times) for impl, times in
+                       interleaved_rounds(fns, floor, TIMERS[method(cases.parse(case)[1])]).items())
+        except Exception as e:  # noqa: BLE001 - one failing case must not cost the others
+            out["failed", case] = f"{type(e).__name__}: {e}"
+        finally:
+            cases.inputs.cache_clear()  # free this case's tensors before the next
     return out
 
 
-class Throughput:
-    params = [cases.OPS, cases.IMPLS, list(cases.DTYPES), cases.SHAPES]
-    param_names = ["op", "impl", "dtype", "shape"]
+def _samples(values: list) -> dict:
+    # asv's result format for sampled values: its median, statistics and, with
+    # --record-samples, the samples themselves are stored.
+    return {"samples": values, "number": 1}
+
+
+class _Op:
+    """The benchmarks of one op; each subclass sets ``op`` and a ``setup_cache`` of its own."""
+
+    op = ""
+    version = f"{VERSION}: {METHOD_NOTE}"
+    param_names = ["impl", "case"]
     timeout = 1800  # setup_cache: every case, and cold torch.compile graphs
-    # 2: single-call device times (DeviceClock) instead of do_bench's back-to-back
-    # calls, which timed host-bound cases (decode, forward+backward) at host speed.
-    # 3: the implementations of a case measured in interleaved rounds, not one
-    # after another (the first, fused, read slow at decode shapes: _measure.interleaved_case_medians).
-    version = "3"
 
-    def setup_cache(self):
-        return measure_all()
+    def __init_subclass__(cls) -> None:
+        # track_time and track_gbps are the fused op's alone: their own params
+        # (the op's cases), set on per-class copies of the methods.
+        cls.params = [cases.IMPLS, cases.cases(cls.op)]
+        for name in ("track_time", "track_gbps"):
+            setattr(cls, name, _fused_only(getattr(_Op, name), cases.cases(cls.op)))
 
-    def setup(self, times, op, impl, dtype, shape):
-        cases.check_runs_here(shape)
-        if (op, impl, dtype, shape) not in times:
-            raise NotImplementedError(f"{impl} does not run {op} at {dtype} {shape} here")
+    def setup(self, data, *params):
+        impl, case = params if len(params) == 2 else ("fused", params[0])
+        if ("failed", case) in data:
+            raise RuntimeError(f"{self.op} {case} failed: {data['failed', case]}")
+        if (impl, case) not in data:
+            raise NotImplementedError(f"{impl} does not run {self.op} at {case} here")
 
-    def track_gbps(self, times, op, impl, dtype, shape):
-        return cases.bytes_moved(op, dtype, shape) / times[op, impl, dtype, shape][0] / 1e9
+    def track_ratio(self, data, impl, case):
+        op_s, floor_s = data[impl, case]
+        return _samples([o / f for o, f in zip(op_s, floor_s)])
+
+    track_ratio.unit = "x floor time"
+
+    def track_time(self, data, case):
+        return _samples([o * 1e6 for o in data["fused", case][0]])
+
+    track_time.unit = "us"
+
+    def track_gbps(self, data, case):
+        return cases.bytes_moved(self.op, case) / statistics.median(data["fused", case][0]) / 1e9
 
     track_gbps.unit = "GB/s"
 
-    def track_floor_fraction(self, times, op, impl, dtype, shape):
-        op_s, floor_s = times[op, impl, dtype, shape]
-        return floor_s / op_s
 
-    track_floor_fraction.unit = "fraction of floor"
+def _fused_only(fn, op_cases: list):
+    def bench(self, data, case):
+        return fn(self, data, case)
+
+    bench.__name__, bench.__doc__, bench.unit = fn.__name__, fn.__doc__, fn.unit
+    bench.params, bench.param_names = [op_cases], ["case"]
+    return bench
 
 
-class Host:
-    """Host wall time per synchronized call: what a decode step pays."""
+# asv keys a setup_cache by its function's source line: each op needs one of
+# its own, or all four would share one measurement.
+class Forward(_Op):
+    op = "forward"
 
-    version = "1"
-    params = [["fused", "floor"], list(cases.DTYPES), cases.DECODE_SHAPES + cases.INTERPRETER_SHAPES[:1]]
-    param_names = ["impl", "dtype", "shape"]
-    number = 1
-    repeat = (50, 500, 1.0)
-    warmup_time = 0.0
-    rounds = 1
-    timeout = 120
+    def setup_cache(self):
+        return measure(type(self))
 
-    def setup(self, impl, dtype, shape):
-        cases.check_runs_here(shape)
-        if getattr(self, "_case", None) != (impl, dtype, shape):
-            fn = (cases.floor("forward", dtype, shape) if impl == "floor"
-                  else cases.runner("forward", impl, dtype, shape))
-            self.fn = lambda: (fn(), synchronize())
-            warm_up(self.fn, WARMUP_S)
-            self._case = (impl, dtype, shape)
 
-    def time_wall(self, impl, dtype, shape):
-        self.fn()
+class ForwardResidual(_Op):
+    op = "forward+residual"
+
+    def setup_cache(self):
+        return measure(type(self))
+
+
+class Inference(_Op):
+    op = "inference"
+
+    def setup_cache(self):
+        return measure(type(self))
+
+
+class Training(_Op):
+    op = "forward+backward"
+
+    def setup_cache(self):
+        return measure(type(self))
 
 
 class HostRatio:
-    """Host wall time per synchronized call of the fused op over the floor's, side by side in one process."""
+    """Host wall time per synchronized call of the fused op over the floor's, side by side in one process.
 
-    version = "1"
-    params = [["fused"], list(cases.DTYPES), cases.DECODE_SHAPES + cases.INTERPRETER_SHAPES[:1]]
-    param_names = ["impl", "dtype", "shape"]
+    Not flagged: no detection curve has been measured for it, and host times
+    moved 1.5-2.4x between runs of the same host path on the H200.
+    """
+
+    version = "2"
+    params = [["forward", "inference"], ["bf16 1x64"] if INTERPRET else ["bf16 1x4096", "bf16 64x5120"]]
+    param_names = ["op", "case"]
     timeout = 180
 
-    def setup(self, impl, dtype, shape):
-        cases.check_runs_here(shape)
-
-    def fused(self, dtype, shape):
-        return cases.runner("forward", "fused", dtype, shape)
-
-    def track_ratio(self, impl, dtype, shape):
-        fused, floor = self.fused(dtype, shape), cases.floor("forward", dtype, shape)
-        warm_up(fused, WARMUP_S)
+    def track_ratio(self, op, case):
+        fused, floor = cases.runner(op, "fused", case), cases.floor(op, case)
+        host = lambda: (fused(), synchronize())  # noqa: E731
+        warm_up(host, WARMUP_S)
         warm_up(floor, WARMUP_S)
         op_s, floor_s = interleaved_wall_medians(fused, floor)
         return op_s / floor_s
 
-    track_ratio.unit = "x floor"
-
-
-class HostRatioInplace(HostRatio):
-    """:class:`HostRatio` of the decode call inference engines make: ``inplace_residual=True``.
-
-    The residual buffer is updated in place by every call (x scaled by 1e-3,
-    so thousands of calls stay far from float16's range). Same floor,
-    ``torch.add(x, r, out=y)``: the host's cost of one launch on these tensors.
-    """
-
-    version = "1"
-
-    def fused(self, dtype, shape):
-        import fusedkernel
-
-        t = cases.inputs(dtype, shape)
-        x, r, w = t["x"] * 1e-3, t["r"].clone(), t["w"]
-        return lambda: fusedkernel.add_rmsnorm(x, r, w, cases.EPS, inplace_residual=True)
+    track_ratio.unit = "x floor host time"

@@ -1,22 +1,22 @@
-"""Run the asv suite on commits of this repo and publish the site.
+"""The tracker's command line: benchmark commits, publish the site, gate, bisect, compare.
 
-    python tools/bench.py run [REV ...]   benchmark each commit (default HEAD), one
-                                          at a time at its own code; REV may be a
-                                          range (A..B), backfilled oldest first
-    python tools/bench.py publish         asv publish + provenance page
-    python tools/bench.py gate BASE HEAD  PR gate: benchmark the merge-base of BASE and
-                                          HEAD, and HEAD, on this machine; exit 1 when a
-                                          benchmark got slower beyond its family's factor
-                                          with statistical significance (asv continuous);
-                                          markdown tables to --summary (default stdout)
-    python tools/bench.py bisect GOOD..BAD BENCH   first slow commit (asv find, ~log2(n) runs)
+    python tools/bench.py run [REV ...]             benchmark commits into the history (default HEAD;
+                                                    A..B backfills oldest first; NEW: every commit
+                                                    after the newest one with results here)
+    python tools/bench.py publish                   the HTML site: history, now.html, provenance
+    python tools/bench.py gate BASE HEAD            PR gate: HEAD against its merge-base with BASE
+    python tools/bench.py bisect GOOD..BAD BENCH    the first commit where BENCH got slower
+    python tools/bench.py compare [REF]             the working tree against REF (default HEAD)
 
-Mode: with a CUDA GPU, shapes are the GPU grid and the machine is named after
-the GPU model (e.g. ``nvidia-h200``); without one, kernels run in Triton's
-interpreter on small shapes under the machine ``cpu-triton-interpreter``.
-Set FUSEDKERNEL_MACHINE to name a machine yourself (one per runner). On a host
-with no package registry, ``--wheels DIR`` installs asv's environment needs
-(asv-runner, pip, wheel, setuptools) from that folder.
+Exit status: 0 done; 1 slower beyond the threshold (gate, compare), no step
+(bisect) or failed cases (run); 2 a usage or configuration error; 3 a run
+error (gate, compare, bisect); 130/143 interrupted (finished results kept).
+Mode: with a CUDA GPU the machine is named after it (``nvidia-h200``) and
+``run`` writes the committed history (``results/``); without one the
+kernels run in Triton's interpreter under ``cpu-triton-interpreter``, in
+``.asv/interpreter/`` (not performance history). FUSEDKERNEL_MACHINE names
+the machine yourself (one per runner). ``--wheels DIR`` installs asv's
+environment needs from a folder (hosts with no package registry).
 """
 
 from __future__ import annotations
@@ -26,195 +26,407 @@ import json
 import os
 import pathlib
 import re
-import shlex
-import site
 import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+sys.path.insert(1, str(pathlib.Path(__file__).resolve().parent.parent))
+import asvrun  # noqa: E402
 import provenance  # noqa: E402
-import site_offline  # noqa: E402
+import verdict  # noqa: E402
+from asvrun import FAMILIES, ROOT  # noqa: E402
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-
-
-def detect() -> tuple[str, str]:
-    """(mode, machine name) for this host."""
-    import torch
-
-    if torch.cuda.is_available():
-        name = torch.cuda.get_device_name(0)
-        mode, machine = "gpu", re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
-    else:
-        mode, machine = "interpreter", "cpu-triton-interpreter"
-    return mode, os.environ.get("FUSEDKERNEL_MACHINE", machine)
+FLAGGED = r"track_ratio\('fused'"  # the default selection of gate and compare
+STATE = ROOT / ".asv" / "state"
 
 
-def asv_env(mode: str, wheels: str | None) -> dict:
-    env = dict(os.environ)
-    env["FUSEDKERNEL_HOST_SITE"] = os.pathsep.join(site.getsitepackages())
-    if mode == "interpreter":
-        env["TRITON_INTERPRET"] = "1"
-    if wheels:
-        env["PIP_NO_INDEX"] = "1"
-        env["PIP_FIND_LINKS"] = str(pathlib.Path(wheels).resolve())
-    return env
+class UsageError(Exception):
+    """A bad argument, revision or range: one line for the user, exit 2."""
 
 
-def asv(*args: str, env: dict | None = None, check: bool = True) -> int:
-    cmd = [sys.executable, "-m", "asv", *args]
-    print("+", " ".join(cmd), flush=True)
-    return subprocess.run(cmd, cwd=ROOT, env=env, check=check).returncode
+def git(*args: str) -> str:
+    out = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
+    if out.returncode:
+        raise UsageError(f"git {' '.join(args)}: {out.stderr.strip().splitlines()[-1] if out.stderr.strip() else 'failed'}")
+    return out.stdout.strip()
 
 
-def git_rev(*args: str) -> str:
-    """Output of ``git ARGS`` in this repo, stripped."""
-    return subprocess.run(["git", *args], cwd=ROOT, check=True, capture_output=True, text=True).stdout.strip()
+def check_rev(rev: str) -> str:
+    if rev.startswith("-"):
+        raise UsageError(f"{rev!r} looks like an option, not a revision")
+    return rev
 
 
-def commits(revs: list[str]) -> list[str]:
-    """Full hashes, oldest first; a bare REV means that one commit."""
-    specs = [[rev] if ".." in rev else ["-1", rev] for rev in revs]
-    return [c for spec in specs for c in git_rev("rev-list", "--reverse", *spec).split()]
+def commit_of(rev: str) -> str:
+    return git("rev-parse", "--verify", "--end-of-options", f"{check_rev(rev)}^{{commit}}")
 
 
-def run(revs: list[str], wheels: str | None, asv_args: list[str]) -> None:
-    mode, machine = detect()
-    env = asv_env(mode, wheels)
-    asv("machine", "--machine", machine, "--yes", env=env)
-    for commit in commits(revs or ["HEAD"]):
-        started_at, start = provenance.now(), provenance.gpu_snapshot()
-        with provenance.ClockSampler() as clocks:
-            asv("run", f"{commit}^!", "--machine", machine, *asv_args, env=env)
-        provenance.record(ROOT / "provenance" / machine, machine, commit, mode, start,
-                          provenance.gpu_snapshot(), started_at, clocks.summary)
+def range_commits(spec: str) -> tuple[str, list[str]]:
+    """(GOOD, commits after GOOD up to BAD, oldest first) of ``GOOD..BAD``; UsageError when it is no range."""
+    if ".." not in spec or "..." in spec:
+        raise UsageError(f"{spec!r} is not a range: give GOOD..BAD")
+    good, bad = (commit_of(r) for r in spec.split("..", 1))
+    if subprocess.run(["git", "merge-base", "--is-ancestor", good, bad], cwd=ROOT).returncode:
+        raise UsageError(f"{spec}: {good[:10]} is not an ancestor of {bad[:10]}")
+    commits = git("rev-list", "--reverse", "--first-parent", "--ancestry-path", f"{good}..{bad}").split()
+    if not commits:
+        raise UsageError(f"{spec} is empty: GOOD and BAD are the same commit")
+    return good, commits
 
 
-# Gate thresholds: asv continuous's --factor (the after/before ratio that
-# fails the gate when asv's statistics also call the change significant), per
-# asv -b regex (matched against "benchmark(params)"), strictest first. From
-# the same 5-run study as asv.conf.json's regressions_thresholds
-# (docs/performance.md, section 3): device times moved at most 1.5% at shapes
-# >= 64 MiB and 6.9% at decode shapes, host wall time up to 83%; the
-# side-by-side host ratio up to 6% with the native lane and 40% without
-# (asv.conf.json).
-DECODE = "'(1x4096|32x4096)'"
-GATE_FACTORS = {f"time_device[(](?!.*{DECODE})": 1.05, f"time_device[(].*{DECODE}": 1.15,
-                "Host.time_wall": 2.0, "HostRatio(Inplace)?[.]track_ratio": 1.8}
-# In the Triton interpreter (CPU) the same code's times moved 6-17% between
-# processes (two gates of a commit against a docs-only parent failed at 1.05
-# and 1.10, 2026-11-30), and host wall time 1.8x with two other jobs on the
-# machine's 2 cores: the gate there catches only gross slowdowns.
-INTERPRETER_GATE_FACTORS = {"time_device": 1.5, "Host.time_wall": 2.0, "HostRatio": 2.0}
+def newest_with_results(machine: str) -> str | None:
+    """The newest first-parent ancestor of HEAD with results for ``machine`` in the history."""
+    stored = set()
+    for path in (ROOT / "results" / machine).glob("*.json"):
+        try:
+            stored.add(json.loads(path.read_text())["commit_hash"])
+        except (ValueError, KeyError, OSError):
+            continue
+    for commit in git("rev-list", "--first-parent", "HEAD").split():
+        if commit in stored:
+            return commit
+    return None
 
 
-def isolated_config(results_dir: str) -> pathlib.Path:
-    """A copy of asv.conf.json, next to it, whose results go to ``results_dir``.
+def resolve(revs: list[str], machine: str) -> list[str]:
+    """Full hashes to benchmark, oldest first (see the module docstring for REV)."""
+    out = []
+    for rev in revs or ["HEAD"]:
+        if rev == "NEW":
+            last = newest_with_results(machine)
+            spec = [f"{last}..HEAD"] if last else ["-1", "HEAD"]
+            new = git("rev-list", "--reverse", "--first-parent", *spec).split()
+            # The workflow's own "results: ..." commits hold only results and provenance.
+            out += [c for c in new if not set(git("diff-tree", "--no-commit-id", "--name-only", "-r", c).split())
+                    <= {*_under(c, "results/"), *_under(c, "provenance/")}]
+        elif ".." in rev:
+            out += range_commits(check_rev(rev))[1]
+        else:
+            out.append(commit_of(rev))
+    return list(dict.fromkeys(out))
 
-    asv continuous compares every stored result of the benchmarks it names,
-    not only the ones it runs; in a results folder of its own a gate family
-    sees only its own runs of the two commits (not results/, nor another
-    family's parameters). asv resolves the config's paths from its folder, so
-    the copy stays in the repo root (a hidden, git-ignored file).
+
+def _under(commit: str, prefix: str) -> list[str]:
+    return [p for p in git("diff-tree", "--no-commit-id", "--name-only", "-r", commit).split() if p.startswith(prefix)]
+
+
+def warn_uncommitted(commits: list[str]) -> None:
+    if commit_of("HEAD") in commits and git("status", "--porcelain", "--", "fusedkernel"):
+        print("warning: fusedkernel/ has uncommitted changes, which `run` does not measure (it measures "
+              "commits); `python tools/bench.py compare` measures the working tree against HEAD", flush=True)
+
+
+def measure(commit: str, mode: str, machine: str, conf: pathlib.Path, wheels: str | None, regexes: list[str],
+            results: pathlib.Path, *, resume: bool = True, append: bool = False,
+            prov: pathlib.Path | None = None) -> list[str]:
+    """Benchmark ``commit`` one family at a time into ``results``; return its failed cases.
+
+    ``resume``: skip the families this commit already finished with the
+    same selection (after an interrupt). ``append``: add samples to the
+    stored ones (alternating re-measurements). ``prov``: write a provenance
+    record there, also when interrupted.
     """
-    from asv import util
+    for path in asvrun.result_files(results, machine, commit):
+        asvrun.readable(path)
+    files = asvrun.result_files(results, machine, commit)
+    before = json.loads(files[0].read_text()) if files else None
+    state = STATE / machine / f"{commit}.json"
+    done = json.loads(state.read_text()) if resume and state.exists() and results == asvrun.results_dir(mode) else {}
+    started_at, start, status, run, asv_failed = provenance.now(), provenance.gpu_snapshot(), "interrupted", [], []
+    log = asvrun.LOGS / f"{commit[:8]}-{started_at.replace(':', '')}.log"
+    try:
+        with provenance.ClockSampler() as clocks:
+            for family in FAMILIES:
+                regex = asvrun.family_regex(family, regexes)
+                if done.get(family) == regex:
+                    print(f"{commit[:8]} {family}: finished in an earlier run, kept", flush=True)
+                    continue
+                print(f"{commit[:8]} {family}: measuring (log: {log.relative_to(ROOT)})", flush=True)
+                args = ["run", f"{commit}^!", "--config", str(conf), "--machine", machine, "--record-samples",
+                        "-b", regex] + (["--append-samples"] if append else [])
+                rc = asvrun.asv(args, asvrun.asv_env(mode, wheels, [regex]), log)
+                run.append(regex)
+                if rc and not any(n.startswith(f"add_rmsnorm.{family}.") for n in stored_names(results, machine, commit)):
+                    asv_failed.append(f"{family} (asv exit status {rc}, nothing stored: see {log.relative_to(ROOT)})")
+                    continue
+                if results == asvrun.results_dir(mode):
+                    done[family] = regex
+                    state.parent.mkdir(parents=True, exist_ok=True)
+                    state.write_text(json.dumps(done))
+        status = "complete"
+    finally:
+        files = asvrun.result_files(results, machine, commit)
+        if files and before:
+            asvrun.keep_earlier_values(files[0], before)
+        failed = asv_failed + [c for c in asvrun.failed_cases(results, machine, commit)
+                               if any(re.search(r, c) for r in run)]
+        if status == "complete" and failed:
+            status = "failed cases"
+        if prov is not None:
+            from benchmarks._measure import METHODS
 
-    conf = util.load_json(str(ROOT / "asv.conf.json"), js_comments=True)
-    conf["results_dir"] = results_dir
-    fd, path = tempfile.mkstemp(prefix=".asv-gate-", suffix=".json", dir=ROOT)
-    with os.fdopen(fd, "w") as f:
-        json.dump(conf, f)
-    return pathlib.Path(path)
+            provenance.record(prov / machine, machine, commit, mode, start, provenance.gpu_snapshot(), started_at,
+                              clocks.summary, status=status,
+                              extra={"failed_cases": failed, "timing_methods": METHODS, "log": str(log.name)})
+    return failed
 
 
-def gate(base: str, head: str, wheels: str | None, summary: str | None,
-         families: dict[str, float] | None = None) -> int:
-    mode, machine = detect()
-    env = asv_env(mode, wheels)
-    asv("machine", "--machine", machine, "--yes", env=env)
-    # Both commits resolved once: a branch that moves during the gate must not
-    # change what a later family compares.
-    merge_base = git_rev("merge-base", base, head)
-    head = git_rev("rev-parse", "--verify", f"{head}^{{commit}}")
-    failed, tables = False, []
-    default = GATE_FACTORS if mode == "gpu" else INTERPRETER_GATE_FACTORS
-    for family, factor in (families or default).items():
-        with tempfile.TemporaryDirectory(prefix="asv-gate-results-") as results:
-            config = isolated_config(results)
-            try:
-                cmd = [sys.executable, "-m", "asv", "continuous", "--config", str(config), "--machine", machine,
-                       "--factor", str(factor), "-b", family, merge_base, head]
-                print("+", " ".join(cmd), flush=True)
-                out = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
-            finally:
-                config.unlink()
-        print(out.stdout[-4000:], out.stderr[-2000:], sep="\n", flush=True)
-        failed |= out.returncode != 0
-        # asv compare prints GitHub-markdown tables: keep them for the job summary.
-        table = [line for line in out.stdout.splitlines() if line.startswith("|")]
-        tables.append(f"### {family} (fails above x{factor})\n\n" + ("\n".join(table) or "no change"))
-    verdict = "FAILED: slower beyond the threshold" if failed else "passed"
-    text = (f"## Benchmark gate: {verdict}\n\nbase {merge_base[:8]}, head {head[:8]}\n\n"
-            + "\n\n".join(tables) + "\n")
-    if summary:
-        with open(summary, "a") as f:
-            f.write(text)
+def stored_names(results: pathlib.Path, machine: str, commit: str) -> set[str]:
+    files = asvrun.result_files(results, machine, commit)
+    return set(json.loads(files[0].read_text()).get("results", {})) if files else set()
+
+
+def cmd_run(a) -> int:
+    mode, machine = asvrun.detect()
+    commits = resolve(a.revs, machine)
+    warn_uncommitted(commits)
+    failed = {}
+    with asvrun.config(mode) as conf:
+        asvrun.asv(["machine", "--machine", machine, "--yes", "--config", str(conf)], asvrun.asv_env(mode, a.wheels),
+                   asvrun.LOGS / "machine.log")
+        for i, commit in enumerate(commits, 1):
+            print(f"== {commit[:10]} ({i}/{len(commits)}) on {machine}", flush=True)
+            cases = measure(commit, mode, machine, conf, a.wheels, a.bench or [], asvrun.results_dir(mode),
+                            resume=not a.force, prov=asvrun.provenance_dir(mode))
+            if cases:
+                failed[commit] = cases
+                print(f"{commit[:10]}: {len(cases)} failed cases: {', '.join(cases[:5])}"
+                      + (" ..." if len(cases) > 5 else ""), flush=True)
+    n = sum(map(len, failed.values()))
+    where = "; ".join(f"{c[:10]}: {len(v)}" for c, v in failed.items())
+    print(f"bench.py run: {len(commits)} commits on {machine}, {n} failed cases" + (f" ({where})" if n else ""))
+    if not a.quiet:
+        import report
+
+        print("\n" + report.run_summary(asvrun.results_dir(mode), machine, commits[-1]))
+    return 1 if n else 0
+
+
+def measure_pair(mode, machine, wheels, regexes, base, head, tmp: pathlib.Path, rounds: int = 1):
+    """Measure ``base`` and ``head`` alternately ``rounds`` times into ``tmp``; their asv Results and failures."""
+    from asv.results import Results
+
+    failed = []
+    with asvrun.config(mode, results=tmp) as conf:
+        asvrun.asv(["machine", "--machine", machine, "--yes", "--config", str(conf)], asvrun.asv_env(mode, wheels),
+                   asvrun.LOGS / "machine.log")
+        for k in range(rounds):
+            for commit in (base, head):
+                print(f"== {commit[:10]} (round {k + 1}/{rounds})", flush=True)
+                failed += measure(commit, mode, machine, conf, wheels, regexes, tmp, resume=False, append=k > 0)
+    loaded = [Results.load(str(asvrun.result_files(tmp, machine, c)[0])) if asvrun.result_files(tmp, machine, c)
+              else None for c in (base, head)]
+    return loaded, failed
+
+
+def selection_matches(mode: str, regexes: list[str]) -> bool:
+    """Does any flagged benchmark (by results/benchmarks.json, if there is one) match ``regexes``?"""
+    path = asvrun.results_dir(mode) / "benchmarks.json"
+    if not path.exists():
+        return True  # nothing discovered yet: the measurement will tell
+    import itertools
+
+    conf = asvrun.load_conf()
+    for name, b in json.loads(path.read_text()).items():
+        if not isinstance(b, dict) or "params" not in b:
+            continue
+        for combo in itertools.product(*b["params"]) if b["params"] else [()]:
+            entry = f"{name}({', '.join(combo)})" if combo else name
+            if verdict.flagged(conf, entry) and any(re.search(r, entry) for r in regexes):
+                return True
+    return False
+
+
+def cmd_gate(a) -> int:
+    mode, machine = asvrun.detect()
+    head = commit_of(a.head)
+    base = git("merge-base", commit_of(a.base), head)
+    if base == head:
+        raise UsageError(f"base and head are the same commit ({head[:10]}): run the gate on a branch ahead of BASE")
+    regexes = a.bench or [FLAGGED]
+    if not selection_matches(mode, regexes):
+        raise UsageError(f"--bench {regexes} matches no flagged benchmark (asv.conf.json, results/benchmarks.json)")
+    print(f"gate: base {base[:10]} (merge-base), head {head[:10]}, on {machine}", flush=True)
+    with tempfile.TemporaryDirectory(prefix="fk-gate-") as tmp:
+        (b, h), failed = measure_pair(mode, machine, a.wheels, regexes, base, head, pathlib.Path(tmp))
+    if b is None or h is None or failed:
+        text = f"## Benchmark gate: ERROR\n\nthe run failed: {len(failed)} failed cases: {', '.join(failed[:10])}\n"
+        rc = 3
     else:
-        print(text)
-    return 1 if failed else 0
+        rows = verdict.judge(asvrun.load_conf(), b, h)
+        if not rows:
+            raise UsageError(f"--bench {regexes} selected no flagged benchmark that both commits measured")
+        bad = [r for r in rows if r.regressed]
+        head_line = f"FAILED: {len(bad)} slower beyond the threshold" if bad else "passed"
+        text = (f"## Benchmark gate: {head_line}\n\nbase {base[:10]}, head {head[:10]}, {machine}; "
+                f"{len(rows)} flagged values compared\n\n" + verdict.table(sorted(rows, key=lambda r: -(r.ratio or 0)),
+                                                                         "base", "head") + "\n")
+        rc = 1 if bad else 0
+    print(text, flush=True)
+    if a.summary:
+        with open(a.summary, "a") as f:
+            f.write(text)
+    return rc
 
 
-def bisect(commit_range: str, bench: str, wheels: str | None) -> int:
-    mode, machine = detect()
-    env = asv_env(mode, wheels)
-    asv("machine", "--machine", machine, "--yes", env=env)
-    return asv("find", "--machine", machine, commit_range, bench, env=env, check=False)
+def cmd_bisect(a) -> int:
+    import bisection
+
+    mode, machine = asvrun.detect()
+    good, after = range_commits(a.range)
+    regexes = [a.bench]
+    if not selection_matches(mode, regexes):
+        raise UsageError(f"{a.bench!r} matches no flagged benchmark (asv.conf.json, results/benchmarks.json)")
+    conf_json = asvrun.load_conf()
+    from asv.results import Results
+
+    with tempfile.TemporaryDirectory(prefix="fk-bisect-") as tmp, asvrun.config(mode, pathlib.Path(tmp)) as conf:
+        tmp = pathlib.Path(tmp)
+        asvrun.asv(["machine", "--machine", machine, "--yes", "--config", str(conf)], asvrun.asv_env(mode, a.wheels),
+                   asvrun.LOGS / "machine.log")
+        chosen = []
+
+        def values(commit):
+            files = asvrun.result_files(tmp, machine, commit)
+            res = Results.load(str(files[0])) if files else None
+            return {e: (v, ss) for e, v, ss in verdict.entries(res)} if res else {}
+
+        def one(commit, append=False):
+            measure(commit, mode, machine, conf, a.wheels, regexes, tmp, resume=False, append=append)
+            vals = values(commit)
+            if not chosen:  # the entry: the flagged one the selection names (the largest GOOD->BAD step if several)
+                flagged = [e for e in vals if verdict.flagged(conf_json, e) and re.search(a.bench, e)]
+                if not flagged:
+                    raise UsageError(f"{a.bench!r} measured no flagged benchmark at {commit[:10]}")
+                chosen.append(flagged)
+            return vals
+
+        good_vals = one(good)
+        bad_vals = one(after[-1])
+        candidates = chosen[0]
+
+        def step(e):
+            g, b = good_vals.get(e, (None,))[0], bad_vals.get(e, (None,))[0]
+            return b / g if g and b else 0
+        entry = max(candidates, key=step)
+        factor = 1 + verdict.threshold(conf_json, entry)
+        print(f"bisect: {entry}, threshold x{factor:.3g}, {len(after)} commits after GOOD", flush=True)
+        cache = {good: good_vals, after[-1]: bad_vals}
+
+        def measure_one(commit):
+            if commit not in cache:
+                cache[commit] = one(commit)
+            return cache[commit].get(entry, (None, None))
+
+        def remeasure(order):
+            for k, commit in enumerate(order):
+                one(commit, append=k >= 2)  # the first visit of each replaces; the second adds samples
+            return {c: values(c).get(entry, (None, None)) for c in order}
+
+        out = bisection.bisect([good] + after, measure_one, remeasure, factor, entry)
+    print(f"bisect: measured {len(out.steps)} commits: " + ", ".join(f"{c[:10]}={v and f'{v:.4g}'}" for c, v in out.steps))
+    if out.confirmation is not None:
+        c = out.confirmation
+        print(f"bisect: re-measured, alternating: parent {c.before and f'{c.before:.4g}'}, named "
+              f"{c.after and f'{c.after:.4g}'}, ratio {c.ratio and f'{c.ratio:.3f}'}, Mann-Whitney p {c.p}")
+    if out.named is None:
+        print(f"bisect: no commit named: {out.reason}")
+        return 1
+    subject = git("show", "-s", "--format=%h %s", out.named)
+    print(f"bisect: first slow commit {out.named} ({subject}): {out.reason}")
+    return 0
 
 
-def publish() -> None:
-    asv("publish")
-    html_dir = ROOT / ".asv" / "html"
-    external = site_offline.make_offline(html_dir)
-    if external:
-        print(f"warning: the site still loads {', '.join(external)} from outside (a new asv version?): "
-              "add local copies to tools/site_vendor/ and tools/site_offline.py", flush=True)
-    n = provenance.render(ROOT / "provenance", html_dir / "provenance.html")
-    print(f"site: {html_dir}/index.html  (provenance of {n} runs: {html_dir}/provenance.html)")
-    print(f"browse it with: {sys.executable} -m asv preview  (or any static file server on {html_dir})")
+def cmd_compare(a) -> int:
+    mode, machine = asvrun.detect()
+    ref = commit_of(a.ref)
+    tree = working_tree_commit()
+    if tree is None:
+        print("compare: the working tree has no changes against HEAD; measuring REF against HEAD", flush=True)
+        tree = commit_of("HEAD")
+    regexes = a.bench or [COMPARE_DEFAULT]
+    with tempfile.TemporaryDirectory(prefix="fk-compare-") as tmp:
+        (b, h), failed = measure_pair(mode, machine, a.wheels, regexes, ref, tree, pathlib.Path(tmp), a.rounds)
+    if b is None or h is None:
+        print(f"compare: the run failed ({len(failed)} failed cases: {', '.join(failed[:10])})")
+        return 3
+    conf = asvrun.load_conf()
+    vb, vh = ({e: (v, ss) for e, v, ss in verdict.entries(res)} for res in (b, h))
+    rows = [verdict.compare(e, vb[e][0], vh[e][0], vb[e][1], vh[e][1], 1 + verdict.threshold(conf, e))
+            for e in sorted(vb.keys() & vh.keys())]
+    rows = [r for r in rows if r.before is not None and r.after is not None
+            and not (r.before != r.before or r.after != r.after)]  # NaN: not run here
+    label = "working tree" if tree != commit_of("HEAD") else "HEAD"
+    print(f"compare on {machine}: {a.ref} ({ref[:10]}) against the {label}; nothing is written to the history\n")
+    print(verdict.table(rows, a.ref, label))
+    return 1 if any(r.regressed for r in rows) else 0
 
 
-def main() -> None:
+# compare's default: the flagged ratio at the widths and token counts a kernel change shows first.
+COMPARE_DEFAULT = r"(Forward|Inference)\.track_ratio\('fused', '(bf16 (1x4096|64x5120|8192x5120)|bf16 1x64|fp32 8x1000)'\)"
+
+
+def working_tree_commit() -> str | None:
+    """A commit object of the working tree (tracked and untracked, not ignored) on top of HEAD; None if clean.
+
+    Made with a temporary index, never referenced by a branch: nothing is
+    added to the history, and git's garbage collection drops it.
+    """
+    if not git("status", "--porcelain"):
+        return None
+    with tempfile.TemporaryDirectory(prefix="fk-index-") as tmp:
+        env = {**os.environ, "GIT_INDEX_FILE": str(pathlib.Path(tmp) / "index")}
+        run = lambda *args: subprocess.run(["git", *args], cwd=ROOT, env=env, check=True,  # noqa: E731
+                                           capture_output=True, text=True).stdout.strip()
+        run("read-tree", "HEAD")
+        run("add", "-A")
+        tree = run("write-tree")
+        return run("commit-tree", tree, "-p", "HEAD", "-m", "working tree (bench.py compare)")
+
+
+def cmd_publish(a) -> int:
+    import publish
+
+    return publish.publish()
+
+
+def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
-    r = sub.add_parser("run", help="benchmark commits and append to results/")
-    r.add_argument("revs", nargs="*", help="commits or ranges A..B (default HEAD)")
-    r.add_argument("--wheels", help="folder of wheels for offline asv environments")
-    r.add_argument("--asv-args", default="", help="extra arguments for asv run, e.g. '-b Forward'")
-    sub.add_parser("publish", help="build the HTML site from results/")
-    g = sub.add_parser("gate", help="PR gate: compare HEAD with its merge-base with BASE")
+    r = sub.add_parser("run", help="benchmark commits into the history")
+    r.add_argument("revs", nargs="*", help="commits, ranges A..B, or NEW (default HEAD)")
+    r.add_argument("--force", action="store_true", help="measure again what an earlier run finished")
+    r.add_argument("--quiet", action="store_true", help="no summary table at the end")
+    sub.add_parser("publish", help="build the HTML site")
+    g = sub.add_parser("gate", help="PR gate: HEAD against its merge-base with BASE")
     g.add_argument("base")
     g.add_argument("head")
-    g.add_argument("--wheels")
     g.add_argument("--summary", help="append the markdown report here (e.g. $GITHUB_STEP_SUMMARY)")
-    g.add_argument("--family", action="append", metavar="REGEX=FACTOR",
-                   help="gate only these benchmarks (asv -b regex, matched against "
-                        "\"benchmark(params)\") at this factor; repeatable")
-    b = sub.add_parser("bisect", help="find the first commit where BENCH got slower")
+    b = sub.add_parser("bisect", help="the first commit where BENCH got slower")
     b.add_argument("range", help="GOOD..BAD")
-    b.add_argument("bench", help="benchmark name regex, e.g. 'Forward.time_device'")
-    b.add_argument("--wheels")
-    a = p.parse_args()
-    if a.cmd == "run":
-        run(a.revs, a.wheels, shlex.split(a.asv_args))
-    elif a.cmd == "gate":
-        families = dict((f.rsplit("=", 1)[0], float(f.rsplit("=", 1)[1])) for f in a.family or [])
-        sys.exit(gate(a.base, a.head, a.wheels, a.summary, families))
-    elif a.cmd == "bisect":
-        sys.exit(bisect(a.range, a.bench, a.wheels))
-    else:
-        publish()
+    b.add_argument("bench_regex", metavar="BENCH", help=r"a benchmark regex, e.g. \"Inference.track_ratio\('fused', 'bf16 1x4096'\)\"")
+    c = sub.add_parser("compare", help="the working tree against REF, on this machine")
+    c.add_argument("ref", nargs="?", default="HEAD")
+    c.add_argument("--rounds", type=int, default=1, help="alternate REF and the tree this many times")
+    for s in (r, g, c):
+        s.add_argument("--bench", action="append", metavar="REGEX",
+                       help="only benchmarks matching this asv -b regex (repeatable)")
+    for s in (r, g, b, c):
+        s.add_argument("--wheels", help="folder of wheels for offline asv environments")
+    a = p.parse_args(argv)
+    if a.cmd == "bisect":
+        a.bench = a.bench_regex
+    try:
+        return {"run": cmd_run, "publish": cmd_publish, "gate": cmd_gate, "bisect": cmd_bisect,
+                "compare": cmd_compare}[a.cmd](a)
+    except UsageError as e:
+        print(f"bench.py {a.cmd}: {e}", file=sys.stderr)
+        return 2
+    except asvrun.Interrupted as e:
+        print(f"bench.py {a.cmd}: interrupted ({e}); finished results are kept", file=sys.stderr)
+        return 143 if e.args[0] == "SIGTERM" else 130
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""Bisect a step to its commit, modelled on Chromium's Pinpoint.
+
+:func:`bisect` measures GOOD and BAD, then binary-searches the first commit
+after GOOD whose value is beyond the family's threshold relative to GOOD
+(worse by more than the factor and significantly so, asv's test), and before
+naming it measures the named commit and its parent again, alternating, and
+reports both values, their ratio and the Mann-Whitney p. It never assumes
+what it has not measured: GOOD and BAD are measured first, and a range whose
+BAD is not beyond the threshold names nothing.
+
+``measure(commit)`` returns ``(value, (stats, samples))`` of the one bisected
+benchmark entry (``None`` value when it failed there); ``remeasure(commits)``
+measures several commits again in the given order and returns their
+combined ``(value, (stats, samples))`` per commit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from verdict import compare
+
+
+@dataclasses.dataclass
+class Outcome:
+    named: str | None           # the first slow commit, or None
+    reason: str                 # why (one line)
+    steps: list                 # (commit, value) in the order measured
+    confirmation: object = None  # verdict.Comparison of parent vs named, re-measured
+
+
+def bisect(commits: list[str], measure, remeasure, factor: float, entry: str, echo=print) -> Outcome:
+    """``commits``: GOOD first, then every commit after it up to BAD, oldest first."""
+    if len(commits) < 2:
+        raise ValueError("a range needs GOOD and at least one commit after it")
+    seen, steps = {}, []
+
+    def value(i):
+        if i not in seen:
+            seen[i] = measure(commits[i])
+            steps.append((commits[i], seen[i][0]))
+            echo(f"bisect: {commits[i][:10]} ({i}/{len(commits) - 1}) = {_fmt(seen[i][0])}")
+        return seen[i]
+
+    good = value(0)
+    if good[0] is None:
+        return Outcome(None, f"GOOD {commits[0][:10]} failed to measure", steps)
+
+    def slow(i) -> bool:
+        v = value(i)
+        return v[0] is not None and compare(entry, good[0], v[0], good[1], v[1], factor).regressed
+
+    last = len(commits) - 1
+    if not slow(last):
+        return Outcome(None, f"BAD {commits[last][:10]} is not beyond x{factor:.3g} of GOOD "
+                             f"({_fmt(good[0])} -> {_fmt(seen[last][0])}): no step in the range", steps)
+    lo, hi = 0, last  # lo is not slow, hi is
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if slow(mid):
+            hi = mid
+        else:
+            lo = mid
+    parent, named = commits[hi - 1], commits[hi]
+    echo(f"bisect: confirming {named[:10]} against its parent {parent[:10]}, alternating")
+    again = remeasure([parent, named, parent, named])
+    check = compare(entry, again[parent][0], again[named][0], again[parent][1], again[named][1], factor)
+    if not check.regressed:
+        return Outcome(None, f"{named[:10]} was not confirmed: re-measured against its parent, ratio "
+                             f"{_fmt(check.ratio)} (p {_fmt(check.p)}) is not beyond x{factor:.3g}", steps, check)
+    return Outcome(named, f"first commit beyond x{factor:.3g} of GOOD, confirmed against its parent", steps, check)
+
+
+def _fmt(v) -> str:
+    return "failed" if v is None else f"{v:.4g}"

@@ -1,0 +1,211 @@
+"""Publish the site: asv's history, now.html, regressions.html and provenance.html, offline.
+
+* ``.asv/html/`` -- asv's site of the GPU history (``results/``), with a bar
+  on every page linking the pages below;
+* ``.asv/html/interpreter/`` -- asv's site of this machine's interpreter runs
+  (``.asv/interpreter/results``), if any: never drawn beside GPU history;
+* ``now.html`` -- where the op stands, per machine, at its latest benchmarked
+  commit (:func:`now_page`);
+* ``regressions.html`` -- asv's flags with their commit range, size and the
+  bisect command to run, or "no regressions";
+* ``provenance.html`` -- every run's machine, clocks and conditions.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import pathlib
+import shlex
+import sys
+import urllib.parse
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import asvrun  # noqa: E402
+import provenance  # noqa: E402
+import report  # noqa: E402
+import site_offline  # noqa: E402
+import verdict  # noqa: E402
+
+ROOT = asvrun.ROOT
+STYLE = ("<style>body{font-family:sans-serif;max-width:1300px;margin:1em auto;padding:0 1em}"
+         "table{border-collapse:collapse;margin-bottom:1.5em}td,th{border:1px solid #ccc;padding:2px 6px;"
+         "text-align:right}td:first-child,th:first-child{text-align:left}.bad{color:#b00;font-weight:bold}"
+         "nav a{margin-right:1em}.note{color:#555}</style>")
+
+
+def nav(prefix: str = "") -> str:
+    links = [("now.html", "Now"), ("index.html", "Benchmarks (history)"), ("regressions.html", "Regressions"),
+             ("provenance.html", "Provenance")]
+    if (asvrun.html_dir("interpreter") / "index.html").exists():
+        links.append(("interpreter/index.html", "Interpreter runs (not performance history)"))
+    return "<nav>" + "".join(f'<a href="{prefix}{h}">{t}</a>' for h, t in links) + "</nav>"
+
+
+def page(title: str, body: str) -> str:
+    return (f'<!doctype html><meta charset="utf-8"><title>{html.escape(title)}</title>{STYLE}\n{nav()}\n'
+            f"<h1>{html.escape(title)}</h1>\n{body}\n")
+
+
+def graph_link(cls: str, method: str, params: dict, machine: str, prefix: str = "") -> str:
+    query = "&".join([f"machine={urllib.parse.quote(machine)}"]
+                     + [f"p-{k}={urllib.parse.quote(repr(v))}" for k, v in params.items()])
+    return f"{prefix}index.html#add_rmsnorm.{cls}.{method}?{query}"
+
+
+def latest_record(prov_dir: pathlib.Path, machine: str, commit: str) -> str | None:
+    recs = sorted((prov_dir / machine).glob(f"{commit[:12]}-*.json"))
+    return provenance.anchor(recs[-1]) if recs else None
+
+
+def flags(html_dir: pathlib.Path) -> dict[str, list]:
+    """{entry: jumps} of asv's regressions.json in ``html_dir`` ({} when it has none)."""
+    path = html_dir / "regressions.json"
+    if not path.exists():
+        return {}
+    return {row[0]: row[-1] for row in json.loads(path.read_text()).get("regressions", [])}
+
+
+def machine_section(machine: str, results_dir: pathlib.Path, prov_dir: pathlib.Path, site_prefix: str,
+                    regressed: dict, conf: dict | None, note: str = "") -> str:
+    """One machine's tables; ``conf`` None: nothing is flagged there (the interpreter)."""
+    stored = report.machine_results(results_dir, machine)
+    current = report.current_benchmarks(results_dir)
+    runs = [(c, report.rows(stored[c], current)) for c in report.commit_order(set(stored))]
+    runs = [(c, rows) for c, rows in runs if rows]
+    if not runs:
+        return f"<h2>{html.escape(machine)}</h2><p>{note}No results of the suite's current version yet.</p>"
+    commit, rows = runs[-1]
+    history = {}  # (op, case) -> fused ratios, oldest first
+    for _, rs in runs:
+        for r in rs:
+            if r.ratio:
+                history.setdefault((r.op, r.case), []).append(r.ratio)
+    anchor = latest_record(prov_dir, machine, commit)
+    prov = (f'<a href="{site_prefix}provenance.html#{anchor}">provenance</a>' if anchor
+            else "provenance not recorded")
+    out = [f"<h2>{html.escape(machine)}</h2>",
+           f"<p>{note}Latest benchmarked commit <code>{commit[:10]}</code> ({len(runs)} commits with results); "
+           f"{prov}. Fraction of floor = floor time / op time, measured interleaved in one process; × peer = "
+           "peer time / fused time (&gt; 1: fused is faster); changes are of op time / floor time "
+           "(+ is slower).</p>"]
+    cls_of = {op: cls for cls, op in report.CLASSES.items()}
+    for op in report.CLASSES.values():
+        mine = [r for r in rows if r.op == op]
+        if not mine:
+            continue
+        out.append(f"<h3>{html.escape(op)}</h3><table><tr><th>case</th><th>fused µs</th><th>GB/s</th>"
+                   "<th>fraction of floor</th>" + "".join(f"<th>× {p}</th>" for p in report.PEERS)
+                   + "<th>vs previous</th><th>vs best</th><th>flag</th><th>links</th></tr>")
+        for r in mine:
+            h = history.get((op, r.case), [])
+            prev = f"{(h[-1] / h[-2] - 1) * 100:+.1f}%" if len(h) > 1 else "–"
+            best = f"{(h[-1] / min(h) - 1) * 100:+.1f}%" if h else "–"
+            entry = f"add_rmsnorm.{cls_of[op]}.track_ratio('fused', '{r.case}')"
+            if entry in regressed:
+                flag = '<span class="bad">REGRESSED</span>'
+            elif conf is None:
+                flag = "not flagged (interpreter)"
+            elif verdict.flagged(conf, entry):
+                flag = f"ok (flags at +{verdict.threshold(conf, entry) * 100:.3g}%)"
+            else:
+                flag = "not flagged"
+            link = graph_link(cls_of[op], "track_ratio", {"impl": "fused", "case": r.case}, machine, site_prefix)
+            cells = [r.case, report.fmt(r.us, 2), report.fmt(r.gbps, 0), report.fmt(r.fraction)]
+            cells += [report.fmt(r.peers.get(p), 2) for p in report.PEERS] + [prev, best]
+            out.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + f"<td>{flag}</td>"
+                       f'<td><a href="{html.escape(link)}">graph</a>'
+                       + (f' <a href="{site_prefix}provenance.html#{anchor}">run</a>' if anchor else "")
+                       + "</td></tr>")
+        out.append("</table>")
+    return "\n".join(out)
+
+
+def now_page(regressed: dict, conf: dict) -> str:
+    """now.html: per machine, the latest benchmarked commit's table, generated from the results."""
+    sections = [machine_section(p.name, ROOT / "results", ROOT / "provenance", "", regressed, conf)
+                for p in sorted((ROOT / "results").iterdir()) if p.is_dir()]
+    interp = asvrun.results_dir("interpreter")
+    for p in sorted(interp.iterdir()) if interp.is_dir() else []:
+        if p.is_dir():
+            sections.append(machine_section(p.name, interp, asvrun.provenance_dir("interpreter"), "interpreter/", {},
+                                            None, "<b>Not performance history:</b> the kernels ran in Triton's "
+                                                  "interpreter on this machine's CPU. "))
+    host = ("<p class=note>Host time per synchronized decode call (<code>HostRatio</code>) is tracked, not "
+            "flagged: no detection curve has been measured for it, and it moved 1.5–2.4× between runs of the "
+            "same host path. GB/s and device time are shown, not flagged: they move with the runner; the flagged "
+            "metric is the fused op's time over its floor's, measured in the same rounds.</p>")
+    return page("fusedkernel: where the op stands now", "\n".join(sections) + host)
+
+
+def regressions_page(regressed: dict, html_dir: pathlib.Path) -> str:
+    """regressions.html: each flag with its commit range, its size and the bisect command."""
+    if not regressed:
+        return page("Regressions", "<p><b>No regressions</b>: every flagged benchmark's latest value is within its "
+                                   "threshold of its best (asv.conf.json, regressions_thresholds).</p>")
+    index = json.loads((html_dir / "index.json").read_text())
+    to_hash = index["revision_to_hash"]
+    rows = []
+    for entry, jumps in sorted(regressed.items()):
+        for before, after, v_before, v_after in jumps:
+            b = to_hash[str(before)] if before is not None else None
+            a = to_hash[str(after)]
+            good = b or f"{a}^"
+            regex = "^" + entry.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")
+            cmd = f"python tools/bench.py bisect {good[:10]}..{a[:10]} {shlex.quote(regex)}"
+            rows.append(f"<tr><td>{html.escape(entry)}</td><td><code>{(b or '')[:10]}..{a[:10]}</code></td>"
+                        f"<td>{v_before:.4g} → {v_after:.4g} ({(v_after / v_before - 1) * 100:+.1f}%)</td>"
+                        f"<td><code>{html.escape(cmd)}</code></td></tr>")
+    return page("Regressions", "<p>Each flag: the range where the step happened (asv's step detection), its size, "
+                               "and the command that names the commit.</p><table><tr><th>benchmark</th><th>commits"
+                               "</th><th>size</th><th>bisect</th></tr>" + "".join(rows) + "</table>")
+
+
+BAR = ('<div style="background:#f5f5f5;padding:4px 1em;font-family:sans-serif;font-size:13px">'
+       '{nav} <span style="color:#555">The benchmark list shows each graph\'s latest level (asv\'s step fit), not '
+       'the latest run: now.html has the latest run\'s values.</span></div>')
+
+
+def add_bar(index_html: pathlib.Path, prefix: str) -> None:
+    """Put the navigation bar at the top of asv's own index.html (once)."""
+    text = index_html.read_text()
+    if "fk-bar" in text:
+        return
+    bar = BAR.format(nav=nav(prefix)).replace("<div ", '<div id="fk-bar" ', 1)
+    index_html.write_text(text.replace("<body>", "<body>" + bar, 1))
+
+
+def publish() -> int:
+    """asv publish of each mode's results, then this module's pages; 0 on success."""
+    conf = asvrun.load_conf()
+    rc = 0
+    for mode in ("gpu", "interpreter"):
+        results = asvrun.results_dir(mode)
+        if not (results / "benchmarks.json").exists():
+            continue
+        with asvrun.config(mode) as path:
+            code = asvrun.asv(["publish", "--config", str(path)], asvrun.asv_env(mode, None),
+                              asvrun.LOGS / "publish.log")
+        if code:
+            print(f"asv publish ({mode}) failed: see {asvrun.LOGS / 'publish.log'}")
+            rc = 1
+            continue
+        external = site_offline.make_offline(asvrun.html_dir(mode))
+        if external:
+            print(f"warning: the site still loads {', '.join(external)} from outside (a new asv version?): "
+                  "add local copies to tools/site_vendor/ and tools/site_offline.py")
+    site = asvrun.html_dir("gpu")
+    site.mkdir(parents=True, exist_ok=True)
+    regressed = flags(site)
+    (site / "now.html").write_text(now_page(regressed, conf))
+    (site / "regressions.html").write_text(regressions_page(regressed, site))
+    n = provenance.render(ROOT / "provenance", site / "provenance.html")
+    if asvrun.html_dir("interpreter").is_dir():
+        provenance.render(asvrun.provenance_dir("interpreter"), asvrun.html_dir("interpreter") / "provenance.html")
+    for index_html, prefix in ((site / "index.html", ""), (asvrun.html_dir("interpreter") / "index.html", "../")):
+        if index_html.exists():
+            add_bar(index_html, prefix)
+    print(f"site: {site}/now.html (where the op stands), index.html (history), regressions.html "
+          f"({len(regressed)} flagged), provenance.html ({n} runs)")
+    print(f"browse it with: {sys.executable} -m http.server -d {site} 8080  (then open http://localhost:8080/now.html)")
+    return rc

@@ -1,0 +1,155 @@
+"""Where the op stands, read from asv results: the rows of the tables, now.html and run summaries.
+
+Per op and case, from one commit's results: the fused op's device time (µs,
+median of its rounds), GB/s, fraction of the floor (floor time / op time =
+1 / ``track_ratio``), and × each peer (peer time / fused time, both
+measured beside the same floor in the same rounds: peer ratio / fused ratio;
+> 1 means the fused op is faster).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import pathlib
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from benchmarks import _cases  # noqa: E402
+
+CLASSES = {"Forward": "forward", "ForwardResidual": "forward+residual", "Inference": "inference",
+           "Training": "forward+backward"}
+PEERS = ["compiled", "liger", "eager"]
+
+
+@dataclasses.dataclass
+class Row:
+    op: str
+    case: str
+    us: float | None = None
+    gbps: float | None = None
+    ratio: float | None = None  # fused time / floor time
+    peers: dict = dataclasses.field(default_factory=dict)  # impl -> peer ratio / fused ratio
+
+    @property
+    def fraction(self) -> float | None:
+        return 1 / self.ratio if self.ratio else None
+
+
+def _num(v) -> float | None:
+    return v if isinstance(v, (int, float)) and not math.isnan(v) else None
+
+
+def values(results) -> dict[tuple[str, str], dict]:
+    """{(asv class, method): {params tuple (quotes stripped): value}} of an asv ``Results``, NaN and failures dropped."""
+    import itertools
+
+    out = {}
+    for name in results.get_all_result_keys():
+        parts = name.split(".")
+        if len(parts) != 3:
+            continue
+        params = results.get_result_params(name)
+        combos = list(itertools.product(*params)) if params else [()]
+        vals = results.get_result_value(name, params)
+        out[parts[1], parts[2]] = {tuple(p.strip("'") for p in c): v for c, v in zip(combos, vals)
+                                   if _num(v) is not None}
+    return out
+
+
+def rows(results, current: dict | None = None) -> list[Row]:
+    """One :class:`Row` per (op, case) the fused op has a value for, in the grid's order.
+
+    ``current``: benchmarks.json; results of another version of a benchmark
+    than the suite's current one are left out, as asv publish does.
+    """
+    vals = values(results)
+    if current is not None:
+        keep = set(results.get_result_keys(current))
+        vals = {k: v for k, v in vals.items() if f"add_rmsnorm.{k[0]}.{k[1]}" in keep}
+    out = []
+    for cls, op in CLASSES.items():
+        ratio = vals.get((cls, "track_ratio"), {})
+        time, gbps = vals.get((cls, "track_time"), {}), vals.get((cls, "track_gbps"), {})
+        cases = [c for (impl, c) in ratio if impl == "fused"] + [c for (c,) in time if ("fused", c) not in ratio]
+        for case in sorted(set(cases), key=_order):
+            r = ratio.get(("fused", case))
+            peers = {p: ratio[p, case] / r for p in PEERS if r and (p, case) in ratio}
+            out.append(Row(op, case, time.get((case,)), gbps.get((case,)), r, peers))
+    return out
+
+
+def _order(case: str):
+    dtype, tokens, hidden = _cases.parse(case)
+    return (list(_cases.DTYPES).index(dtype), hidden, tokens)
+
+
+def load(path: pathlib.Path):
+    from asv.results import Results
+
+    return Results.load(str(path))
+
+
+def commit_order(hashes: set[str]) -> list[str]:
+    """``hashes`` in the order of HEAD's history (oldest first); hashes not in it last, as given."""
+    try:
+        history = subprocess.run(["git", "rev-list", "--reverse", "HEAD"], cwd=ROOT, capture_output=True,
+                                 text=True, check=True).stdout.split()
+    except (OSError, subprocess.CalledProcessError):
+        history = []
+    pos = {c: i for i, c in enumerate(history)}
+    return sorted(hashes, key=lambda c: pos.get(c, len(pos)))
+
+
+def machine_results(results_dir: pathlib.Path, machine: str) -> dict[str, object]:
+    """{commit hash: asv Results} of ``machine``, unreadable files skipped (asv warns of them)."""
+    out = {}
+    for path in sorted((results_dir / machine).glob("*.json")):
+        if path.name == "machine.json":
+            continue
+        try:
+            res = load(path)
+        except Exception as e:  # noqa: BLE001 - a corrupt file must not hide the others
+            print(f"warning: skipping {path}: {type(e).__name__}: {e}", file=sys.stderr)
+            continue
+        out[res.commit_hash] = res
+    return out
+
+
+def current_benchmarks(results_dir: pathlib.Path) -> dict | None:
+    path = results_dir / "benchmarks.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def fmt(v, digits=3) -> str:
+    """``digits`` decimals; 3 significant digits below 0.1 (interpreter fractions); none from 100."""
+    if v is None:
+        return "–"
+    if abs(v) >= 100:
+        return f"{v:.0f}"
+    return f"{v:.3g}" if abs(v) < 0.1 else f"{v:.{digits}f}"
+
+
+def run_summary(results_dir: pathlib.Path, machine: str, commit: str) -> str:
+    """A short table of ``commit``'s fused op per op: cases, fraction of the floor (worst, median, best)."""
+    import statistics
+
+    res = machine_results(results_dir, machine).get(commit)
+    found = rows(res, current_benchmarks(results_dir)) if res else []
+    lines = [f"summary of {commit[:10]} on {machine} (fraction of the floor: 1.0 = as fast as the same-bytes "
+             "floor; every value: python tools/table.py, or the site)", "",
+             "| op | cases | fused µs (median case) | fraction of floor: worst / median / best | worst case |",
+             "|---|---|---|---|---|"]
+    for op in CLASSES.values():
+        mine = [r for r in found if r.op == op and r.fraction]
+        if not mine:
+            continue
+        fr = sorted(mine, key=lambda r: r.fraction)
+        us = [r.us for r in mine if r.us is not None]
+        lines.append(f"| {op} | {len(mine)} | {fmt(statistics.median(us), 2) if us else '–'} | "
+                     f"{fmt(fr[0].fraction)} / {fmt(statistics.median(r.fraction for r in fr))} / "
+                     f"{fmt(fr[-1].fraction)} | {fr[0].case} |")
+    return "\n".join(lines) if len(lines) > 4 else f"(no results of {commit[:10]} on {machine} to summarize)"

@@ -1,0 +1,116 @@
+"""Which benchmarks are flagged, at what threshold, and whether a change is a regression.
+
+One source: ``asv.conf.json``. ``regressions_thresholds`` sets each flagged
+family's threshold (asv's rule: the largest threshold whose regex matches
+``benchmark(params)`` from the start; 0.05 where none does), and
+``regressions_first_commits`` with ``null`` marks what is never flagged. asv
+publish flags a step when the latest level exceeds the best by more than the
+threshold; the gate and the bisect use the same threshold as a factor
+(1 + threshold), with asv's own significance test (Mann-Whitney on the
+recorded samples, p < 0.002; confidence intervals where there are no samples).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+import re
+
+DEFAULT_THRESHOLD = 0.05  # asv's, where no regex matches
+
+
+def thresholds(conf: dict) -> dict[str, float]:
+    return {k: float(v) for k, v in conf.get("regressions_thresholds", {}).items()}
+
+
+def threshold(conf: dict, entry: str) -> float:
+    """asv publish's threshold for ``entry`` ("name(params)"): the largest matching one."""
+    found = [v for k, v in thresholds(conf).items() if re.match(k, entry)]
+    return max(found) if found else DEFAULT_THRESHOLD
+
+
+def flagged(conf: dict, entry: str) -> bool:
+    """Does asv publish look for regressions in ``entry`` at all (no ``null`` first commit matches)?"""
+    return not any(v is None and re.match(k, entry) for k, v in conf.get("regressions_first_commits", {}).items())
+
+
+def entries(results, names=None):
+    """(entry, value, (stats, samples)) of every stored value of an asv ``Results``."""
+    for name in results.get_all_result_keys() if names is None else names:
+        params = results.get_result_params(name)
+        combos = list(itertools.product(*params)) if params else [()]
+        values = results.get_result_value(name, params)
+        stats = results.get_result_stats(name, params)
+        samples = results.get_result_samples(name, params)
+        for combo, v, st, sm in zip(combos, values, stats, samples):
+            entry = f"{name}({', '.join(combo)})" if combo else name
+            yield entry, v, (st, sm)
+
+
+@dataclasses.dataclass
+class Comparison:
+    entry: str
+    before: float | None
+    after: float | None
+    factor: float
+    significant: bool
+    p: float | None
+
+    @property
+    def ratio(self) -> float | None:
+        if self.before and self.after is not None and math.isfinite(self.before):
+            return self.after / self.before
+        return None
+
+    @property
+    def regressed(self) -> bool:
+        return self.significant and self.ratio is not None and self.ratio > self.factor
+
+
+def p_value(ss_a, ss_b) -> float | None:
+    """Mann-Whitney p of two sample lists (asv's test), None without samples."""
+    from asv import _stats
+
+    a, b = (ss[1] if ss else None for ss in (ss_a, ss_b))
+    if not a or not b:
+        return None
+    return _stats.mann_whitney_u([x for x in a if not math.isnan(x)], [x for x in b if not math.isnan(x)])[1]
+
+
+def compare(entry: str, before, after, ss_before, ss_after, factor: float) -> Comparison:
+    """asv continuous's verdict for one value: worse by more than ``factor`` and significant."""
+    from asv import _stats
+
+    ok = before is not None and after is not None and not (math.isnan(before) or math.isnan(after))
+    significant = False
+    if ok:
+        if ss_before and ss_after and ss_before[0] and ss_after[0]:
+            significant = _stats.is_different(ss_before[1], ss_after[1], ss_before[0], ss_after[0])
+        else:
+            significant = True  # one value each: asv compares by the factor alone
+    return Comparison(entry, before, after, factor, significant, p_value(ss_before, ss_after) if ok else None)
+
+
+def judge(conf: dict, base, head) -> list[Comparison]:
+    """Every flagged value stored in both asv ``Results``, compared at its family's factor."""
+    before = {e: (v, ss) for e, v, ss in entries(base)}
+    out = []
+    for entry, v, ss in entries(head):
+        if entry in before and flagged(conf, entry):
+            b, b_ss = before[entry]
+            out.append(compare(entry, b, v, b_ss, ss, 1 + threshold(conf, entry)))
+    return out
+
+
+def table(rows: list[Comparison], before: str = "before", after: str = "after") -> str:
+    """A markdown table: benchmark, before, after, ratio, p, verdict."""
+    lines = [f"| benchmark | {before} | {after} | ratio | p (Mann-Whitney) | verdict |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        fmt = (lambda v: "failed" if v is None else f"{v:.4g}")
+        verdict = ("REGRESSED" if r.regressed else "faster" if r.significant and r.ratio and r.ratio < 1 / r.factor
+                   else "same" if r.ratio is not None else "not compared")
+        p = "–" if r.p is None else f"{r.p:.2g}"
+        ratio = "–" if r.ratio is None else f"{r.ratio:.3f}"
+        lines.append(f"| {r.entry} | {fmt(r.before)} | {fmt(r.after)} | {ratio} | {p} | {verdict} (x{r.factor:.3g}) |")
+    return "\n".join(lines)
