@@ -9,7 +9,8 @@ Methods (``METHODS``; the one a case gets follows from its token count):
 * ``cuda-graph`` (GPU, decode: <= 512 tokens): ``triton.testing.do_bench_cudagraph``
   captures many calls in one CUDA graph and replays it (per-call time = graph
   time / calls, median of its 10 replays), with a warm L2: how inference
-  engines run a decode step, whose tensors are L2-resident.
+  engines run a decode step, whose tensors are L2-resident. The calls rotate
+  over copies of the inputs at different addresses (``_cases.copies``).
 * ``l2-flushed`` (GPU, prefill): single calls timed with CUDA events, the L2
   flushed before each and the GPU kept ahead of the host (:class:`DeviceClock`);
   median of a few calls.
@@ -40,7 +41,8 @@ INTERPRET = bool(triton.knobs.runtime.interpret)
 DEVICE = "cpu" if INTERPRET else "cuda"
 DECODE_MAX_TOKENS = 512
 METHODS = {
-    "cuda-graph": "CUDA graph of many calls replayed, warm L2 (triton.testing.do_bench_cudagraph, median)",
+    "cuda-graph": ("CUDA graph of many calls replayed, warm L2, calls rotating over up to 8 input copies "
+                   "(triton.testing.do_bench_cudagraph, median)"),
     "l2-flushed": "single calls, CUDA events, L2 flushed before each, GPU kept ahead of the host (median)",
     "interpreter-wall": "wall time of calls in Triton's interpreter on the CPU (median; not performance history)",
 }

@@ -39,7 +39,7 @@ from ._measure import (DECODE_MAX_TOKENS, INTERPRET, METHODS, ROUNDS, TIMERS, in
 
 # The method goes into every benchmark's version, which asv stores with each
 # result; a new method is a new version, so a history never mixes two.
-VERSION = "5"
+VERSION = "6"
 MODE_METHODS = (["interpreter-wall"] if INTERPRET else ["cuda-graph", "l2-flushed"])
 METHOD_NOTE = (f"{ROUNDS} rounds beside the floor; " + ("" if INTERPRET else f"<= {DECODE_MAX_TOKENS} tokens: ")
                + "; else: ".join(f"{m} ({METHODS[m]})" for m in MODE_METHODS))

@@ -1,255 +1,504 @@
-"""Detection-power experiment: does the tracker flag exactly the one slow commit?
+"""The detection curve: which slowdowns the flags catch, and how often they cry wolf.
 
-    python tools/detection_experiment.py [--base REV] [--commits 10] [--slow 6] [--elems 64]
-                                         [--bench REGEX] [--record DIR | --no-record]
+    python tools/detection_experiment.py measure [--aa 36] [--per-level 12] [--raw FILE]   (on the GPU)
+    python tools/detection_experiment.py analyze [--raw FILE] [--record DIR]              (anywhere)
 
-Builds a scratch clone of this repo (in a temporary folder) with a history of
-``--commits`` commits after ``--base`` (default HEAD, resolved to a full hash).
-The history is deterministic: fixed author and committer, dates derived from
-the base commit's committer date (+1 minute per commit), fixed messages, so
-the same base gives the same commit hashes on any machine
-(``make_history``, imported by ``tests/tools/test_site.py``). The first commit
-also removes the committed ``results/`` and ``provenance/`` so the scratch
-site holds only the experiment's own results. Every commit touches a text file
-only; commit ``--slow`` also sets a deliberately worse launch setting (the tile
-path's elements per program, NARROW_TILE_ELEMS, to ``--elems``; 2048 is the
-tuned value). The size of the slowdown follows from ``--elems``; at 512-wide
-rows the H200 sweep (docs/tuning.md, sweep 1, 131072x512 bf16, 8 warps)
-measured 4 rows per program (2048, tuned) 0.994 of the floor, 8 rows (4096)
-0.985 (~1% slower), 2 rows (1024) 0.867 (~13%); 1 row (64), which the
-table launches with 8 warps, made the default benchmark 1.59x slower in the
-H200 experiment (docs/detection/nvidia-h200/). Runs with 4096 probe the
-smallest slowdown the tracker still catches. Then, on this machine:
+``measure`` (resumable: every finished process is appended to ``--raw``,
+default ``docs/detection/<machine>/raw.json``):
 
-1. ``tools/bench.py run`` benchmarks every commit (``--bench`` selects which);
-2. ``tools/bench.py publish``: which commits does asv's regression view flag?
-3. ``tools/bench.py gate`` for every commit against its parent: which fail?
-4. ``tools/bench.py bisect`` over the whole range: which commit does it name?
+1. **Injection.** A slow commit adds a chain of dependent float multiplies to
+   the forward kernel's row sums (``patched_source``): GPU work on every
+   program's critical path, captured by CUDA graphs and timed by events like
+   the kernel itself. Its length is set per case through the tile width
+   (decode ``bf16 1x4096`` has 4096-wide tiles, prefill ``bf16 8192x8192``
+   8192-wide), so one patch slows both cases by its own calibrated amount.
+2. **Calibration.** One process measures the fused op's ratio to the floor
+   with chains of ``DELAYS`` multiplies, interleaved in rounds; the chain for
+   each target slowdown (``LEVELS``) is read off that curve.
+3. **Measurement.** Fresh processes, forked from one that imported torch
+   without touching CUDA (as asv's forkserver does), each measure the
+   flagged benchmarks (``track_ratio`` of the fused op, ``Forward`` and
+   ``Inference``, at both cases) with the suite's own code
+   (``benchmarks/add_rmsnorm.measure``), unchanged commits (A/A) and each
+   slowdown level interleaved.
 
-Prints one line per check and a JSON summary; exit 0 only when the slow commit,
-and only it, is flagged, fails the gate and is found by the bisect.
-
-Record (``--record DIR``, default ``docs/detection/<machine>/``): the asv
-results of step 1 as published in step 2 (``results/<machine>/*.json`` with
-``machine.json``, and ``results/benchmarks.json``; taken before the gate and
-the bisect add their own runs) and ``summary.json`` (base, arguments, commits,
-slow commit, flags, gate failures, bisect, machine, date). The site test
-rebuilds the history from the base, publishes the recorded results and checks
-the site in a browser.
+``analyze`` turns the processes into histories and asks the tracker's own
+decision code about them: asv's step detection and ``detect_regressions`` as
+``asv publish`` runs them (weights from each result's 99% interval), the
+gate's ``verdict.compare`` (asv's Mann-Whitney test and the factor), and
+``bisection.bisect``, each at the threshold ``asv.conf.json`` gives the
+family. A trial's commits are drawn from the measured processes of their
+level (without replacement within a trial), so a process serves several
+trials. It writes ``curve.json`` (rows as the issue defines them) and
+``record/``: a scratch git history of real commits (the slow one carries the
+patch) with asv results files made from measured processes, which the site
+test publishes.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import importlib.util
 import json
 import os
 import pathlib
-import re
+import random
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
-import time
+import zlib
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-DEFAULT_BENCH = "Forward.time_device[(].fused.,..bf16.,..(4x64|65536x512)"
+sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(1, str(ROOT))
 
-# Everything that goes into a commit object besides the tree and the parent.
-IDENTITY = {
-    "GIT_AUTHOR_NAME": "fusedkernel experiment",
-    "GIT_AUTHOR_EMAIL": "experiment@localhost",
-    "GIT_COMMITTER_NAME": "fusedkernel experiment",
-    "GIT_COMMITTER_EMAIL": "experiment@localhost",
-}
-# Settings from the user's or system's git config that would change a commit's
-# object (signatures, encoding header, hooks rewriting the message).
-GIT_CONFIG = ["-c", "commit.gpgsign=false", "-c", "i18n.commitEncoding=UTF-8",
-              "-c", "core.hooksPath=/dev/null", "-c", "core.autocrlf=false"]
+LEVELS = [0.02, 0.03, 0.05, 0.10]
+DELAYS = [0, 8, 16, 32, 64, 128, 256]
+CLASSES = ["Forward", "Inference"]
+ANCHOR = "    sumsq = tl.sum(t * t, axis=1)\n"
 
 
-def sh(*cmd, cwd, check=True, capture=True, env=None):
-    out = subprocess.run(cmd, cwd=cwd, check=check, capture_output=capture, text=True, env=env)
+def experiment_cases(interpret: bool) -> dict[str, str]:
+    """{regime: case}: the decode and prefill case of the experiment (small ones in the interpreter)."""
+    return {"decode": "bf16 1x64", "prefill": "fp32 8x1000"} if interpret else \
+        {"decode": "bf16 1x4096", "prefill": "bf16 8192x8192"}
+
+
+def block_n(case: str) -> int:
+    """The forward tile width of ``case`` (whole rows: the chain's key)."""
+    from benchmarks._cases import DTYPES, parse
+    from fusedkernel.kernels.config import forward_config
+
+    dtype, _, hidden = parse(case)
+    return forward_config(hidden, DTYPES[dtype].itemsize, 1).block_n
+
+
+def patched_source(src: str, delays: dict[int, int]) -> str:
+    """forward.py with a chain of ``delays[block_n]`` dependent multiplies after the row sums of tiles that wide."""
+    if src.count(ANCHOR) != 1:
+        raise ValueError("the forward kernel's row sum line was not found once in forward.py")
+    chain = "".join(f"    if BLOCK_N == {bn}:  # detection experiment: injected slowdown\n"
+                    f"        for _ in tl.static_range({d}):\n"
+                    f"            sumsq = sumsq * (1.0 + eps * 1e-30)\n" for bn, d in sorted(delays.items()) if d)
+    return src.replace(ANCHOR, ANCHOR + chain)
+
+
+def install_variant(delays: dict[int, int], tmp: pathlib.Path) -> None:
+    """Make this process's fused op launch the patched forward kernel (a fresh module of it)."""
+    from fusedkernel.kernels import launch
+
+    src = (ROOT / "fusedkernel" / "kernels" / "forward.py").read_text()
+    name = "fk_forward_" + "_".join(f"{k}x{v}" for k, v in sorted(delays.items()))
+    path = tmp / f"{name}.py"
+    path.write_text(patched_source(src, delays))
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    launch._rows_kernel = mod._rows_kernel
+    launch._compiled.clear()  # its launchers were compiled from the other kernel
+
+
+def selection(cases: dict) -> str:
+    return (r"^add_rmsnorm\.(" + "|".join(CLASSES) + r")\.track_ratio\('fused', '("
+            + "|".join(cases.values()) + r")'\)$")
+
+
+def measure_once(delays: dict[int, int], cases: dict, tmp: pathlib.Path, classes=tuple(CLASSES)) -> dict:
+    """{class: {case: [op/floor ratio per round]}} of the fused op with ``delays`` injected (this process)."""
+    os.environ["FUSEDKERNEL_BENCH_REGEX"] = json.dumps([selection(cases)])
+    from benchmarks import add_rmsnorm as suite
+
+    if any(delays.values()):
+        install_variant(delays, tmp)
+    out = {}
+    for cls in classes:
+        data = suite.measure(getattr(suite, cls))
+        failed = {k: v for k, v in data.items() if k[0] == "failed"}
+        if failed:
+            raise RuntimeError(f"{cls}: {failed}")
+        out[cls] = {case: [o / f for o, f in zip(*data["fused", case])] for case in cases.values()}
     return out
 
 
-def git(*args, cwd, check=True, env=None):
-    return sh("git", *GIT_CONFIG, *args, cwd=cwd, check=check, env=env)
+def in_child(fn):
+    """Run ``fn()`` in a forked child (fresh CUDA context, like asv's forkserver); its JSON-able result."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            payload = json.dumps({"ok": fn()})
+        except BaseException as e:  # noqa: BLE001 - reported to the parent
+            payload = json.dumps({"error": f"{type(e).__name__}: {e}"})
+        with os.fdopen(w, "w") as f:
+            f.write(payload)
+        os._exit(0)
+    os.close(w)
+    with os.fdopen(r) as f:
+        text = f.read()
+    os.waitpid(pid, 0)
+    out = json.loads(text or '{"error": "the child died"}')
+    if "error" in out:
+        raise RuntimeError(out["error"])
+    return out["ok"]
+
+
+def calibrate(cases: dict, tmp: pathlib.Path, rounds: int) -> dict:
+    """{regime: [slowdown of the fused op's ratio per DELAYS entry]}, the chains interleaved in rounds."""
+    def run():
+        from fusedkernel.kernels import launch
+
+        base = launch._rows_kernel
+        ratios = {reg: {d: [] for d in DELAYS} for reg in cases}
+        for _ in range(rounds):
+            for d in DELAYS:
+                launch._rows_kernel = base
+                launch._compiled.clear()
+                got = measure_once({block_n(c): d for c in cases.values()}, cases, tmp, ["Inference"])
+                for reg, case in cases.items():
+                    ratios[reg][d].append(statistics.median(got["Inference"][case]))
+        return {reg: [statistics.median(ratios[reg][d]) / statistics.median(ratios[reg][0]) - 1 for d in DELAYS]
+                for reg in cases}
+    return in_child(run)
+
+
+def chain_for(curve: list[float], target: float) -> int:
+    """The chain length whose slowdown, interpolated on the calibration ``curve``, is ``target``."""
+    for (d0, s0), (d1, s1) in zip(zip(DELAYS, curve), zip(DELAYS[1:], curve[1:])):
+        if s0 <= target <= s1 and s1 > s0:
+            return round(d0 + (d1 - d0) * (target - s0) / (s1 - s0))
+    raise ValueError(f"a {target:.0%} slowdown is outside the calibrated range {curve}")
+
+
+def cmd_measure(a) -> None:
+    import asvrun
+    import benchmarks._measure as m
+
+    # Asked in a child: this process must not touch CUDA before it forks.
+    mode, machine = in_child(lambda: list(asvrun.detect()))
+    if mode == "interpreter" and not m.INTERPRET:
+        raise SystemExit("no GPU here: run with TRITON_INTERPRET=1 (the interpreter's small cases)")
+    raw_path = pathlib.Path(a.raw or ROOT / "docs" / "detection" / machine / "raw.json")
+    cases = experiment_cases(m.INTERPRET)
+    raw = json.loads(raw_path.read_text()) if raw_path.exists() else {}
+    classes = a.classes.split(",")
+    levels = [float(v) for v in a.levels.split(",")]
+    with tempfile.TemporaryDirectory(prefix="fk-detect-") as tmp:
+        tmp = pathlib.Path(tmp)
+        if "delays" not in raw and a.seed:
+            seed = json.loads(pathlib.Path(a.seed).read_text())  # another run's calibration
+            raw = {k: seed[k] for k in ("machine", "cases", "calibration", "delays")}
+            raw.update(classes=classes, processes=[], calibrated_in=str(a.seed))
+        elif "delays" not in raw:
+            curve = calibrate(cases, tmp, a.calibration_rounds)
+            print("calibration (slowdown per chain length):", {r: [f"{s:+.3f}" for s in c] for r, c in curve.items()})
+            raw = {"machine": machine, "cases": cases, "classes": classes, "calibration": {"delays": DELAYS, **curve},
+                   "delays": {str(lv): {str(block_n(c)): chain_for(curve[r], lv) for r, c in cases.items()}
+                              for lv in LEVELS}, "processes": []}
+        import benchmarks.add_rmsnorm as suite
+
+        raw["suite_version"] = suite.VERSION
+        save(raw_path, raw)
+        schedule = []
+        for _ in range(a.per_level):
+            for level in levels:
+                schedule += [0.0, level]
+        schedule += [0.0] * max(0, a.aa - schedule.count(0.0))
+        done = len(raw["processes"])
+        for k, level in enumerate(schedule[done:], done + 1):
+            delays = {int(b): d for b, d in raw["delays"].get(str(level), {}).items()}
+            got = in_child(lambda: measure_once(delays, raw["cases"], tmp, tuple(raw["classes"])))
+            raw["processes"].append({"level": level, "delays": delays, "ratios": got,
+                                     "at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")})
+            save(raw_path, raw)
+            med = {f"{c[:3]} {reg}": f"{statistics.median(got[c][case]):.4f}" for c in raw["classes"]
+                   for reg, case in raw["cases"].items()}
+            print(f"process {k}/{len(schedule)} level {level:.0%}: {med}", flush=True)
+
+
+def save(path: pathlib.Path, raw: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(raw, indent=1) + "\n")
+    tmp.replace(path)  # a fault mid-write leaves the previous file whole
+
+
+# ---------------------------------------------------------------- analysis
+
+def stats_of(samples: list[float]):
+    """asv's (value, (stats, samples)) of one result, as stored with --record-samples."""
+    from asv_runner.statistics import compute_stats
+
+    value, stats = compute_stats(samples, 1)
+    return value, (stats, samples)
+
+
+def publish_flags(history: list, threshold: float) -> list[int]:
+    """Indexes of the commits asv publish flags in a history of (value, (stats, samples)), oldest first."""
+    from asv import _stats
+    from asv.step_detect import detect_regressions, detect_steps
+
+    y = [v for v, _ in history]
+    w = [_stats.get_weight(ss[0]) for _, ss in history]
+    steps = detect_steps(y, w)
+    _, _, jumps = detect_regressions(steps, threshold)
+    # asv's jumps: (revision before, revision after, ...); here revisions are list indexes.
+    return sorted({after for _, after, *_ in jumps or []})
+
+
+class Pools:
+    """Measured processes per level, drawn without replacement (reshuffled when used up)."""
+
+    def __init__(self, raw: dict, cls: str, case: str, seed: int):
+        self.rng = random.Random(seed)
+        self.pools, self.left = {}, {}
+        for p in raw["processes"]:
+            self.pools.setdefault(p["level"], []).append(stats_of(p["ratios"][cls][case]))
+
+    def draw(self, level: float):
+        if not self.left.get(level):
+            self.left[level] = self.rng.sample(self.pools[level], len(self.pools[level]))
+        return self.left[level].pop()
+
+
+def trials(raw: dict, conf: dict, family: str, cls: str, case: str, level: float, n: int) -> list[dict]:
+    """The curve rows of one family and slowdown level: publish, gate and bisect, two placements."""
+    import bisection
+    import verdict
+
+    entry = f"add_rmsnorm.{cls}.track_ratio('fused', '{case}')"
+    thr = verdict.threshold(conf, entry)
+    aa = [p for p in raw["processes"] if p["level"] == 0.0]
+    slow = [p for p in raw["processes"] if p["level"] == level]
+    realized = (statistics.median(statistics.median(p["ratios"][cls][case]) for p in slow)
+                / statistics.median(statistics.median(p["ratios"][cls][case]) for p in aa) - 1)
+    rows = []
+    for placement, culprit in (("middle", 4), ("first", 1)):
+        flagged = failed = named = 0
+        for t in range(n):
+            pools = Pools(raw, cls, case, seed=zlib.crc32(f"{family} {level} {placement} {t}".encode()))
+            commits = [pools.draw(0.0) for _ in range(culprit if placement == "first" else 20)]
+            commits += [pools.draw(level) for _ in range(4)]
+            at = len(commits) - 4
+            flagged += at in publish_flags(commits, thr)
+            failed += verdict.compare(entry, *commits[at - 1][:1], *commits[at][:1], commits[at - 1][1],
+                                      commits[at][1], 1 + thr).regressed
+            levels = [0.0] * culprit + [level] * (9 - culprit)  # GOOD + 8 commits, the culprit at `culprit`
+            names = [f"c{i}" for i in range(9)]
+
+            def measure(commit, _levels=levels, _names=names, _pools=pools):
+                return _pools.draw(_levels[_names.index(commit)])
+
+            def remeasure(order, _measure=measure):
+                got = {}
+                for c in order:
+                    v = _measure(c)
+                    got.setdefault(c, []).extend(v[1][1])
+                return {c: stats_of(s) for c, s in got.items()}
+
+            out = bisection.bisect(names, measure, remeasure, 1 + thr, entry, echo=lambda *_: None)
+            named += out.named == names[culprit]
+        rows.append({"family": family, "case": case, "slowdown": round(realized, 4), "target": level,
+                     "placement": placement, "trials": n, "flagged_by_publish": flagged, "failed_gate": failed,
+                     "bisect_named": named, "threshold": thr})
+    return rows
+
+
+def aa_row(raw: dict, conf: dict, family: str, cls: str, case: str) -> dict:
+    import verdict
+
+    entry = f"add_rmsnorm.{cls}.track_ratio('fused', '{case}')"
+    thr = verdict.threshold(conf, entry)
+    history = [stats_of(p["ratios"][cls][case]) for p in raw["processes"] if p["level"] == 0.0]
+    fails = sum(verdict.compare(entry, a[0], b[0], a[1], b[1], 1 + thr).regressed
+                for a, b in zip(history, history[1:]))
+    meds = [v for v, _ in history]
+    return {"family": family, "case": case, "aa_commits": len(history),
+            "false_flags_publish": len(publish_flags(history, thr)), "false_fails_gate": fails,
+            "spread": round(max(meds) / min(meds) - 1, 4), "threshold": thr}
+
+
+def cmd_analyze(a) -> None:
+    import asvrun
+
+    conf = asvrun.load_conf()
+    paths = [pathlib.Path(r) for r in a.raw] or [ROOT / "docs" / "detection" / asvrun.detect()[1] / "raw.json"]
+    rows, out_dir = [], paths[0].parent
+    for path in paths:
+        raw = json.loads(path.read_text())
+        regimes = a.regimes.split(",") if a.regimes else list(raw["cases"])
+        for cls in raw["classes"]:
+            for regime, case in raw["cases"].items():
+                if regime not in regimes:
+                    continue
+                family = f"{cls}.track_ratio {regime}"
+                tag = {"raw": path.name, "suite_version": raw.get("suite_version", "5")}
+                rows.append({**aa_row(raw, conf, family, cls, case), **tag})
+                for level in LEVELS:
+                    if any(p["level"] == level for p in raw["processes"]):
+                        rows += [{**r, **tag} for r in trials(raw, conf, family, cls, case, level, a.trials)]
+    curve = out_dir / "curve.json"
+    curve.write_text(json.dumps({"raws": [p.name for p in paths], "rows": rows}, indent=1) + "\n")
+    print(markdown(rows))
+    print(f"curve: {curve}")
+    if a.record:
+        record_history(json.loads(paths[0].read_text()), pathlib.Path(a.record))
+
+
+def cmd_history(a) -> None:
+    """A scratch history of commits at the given levels after HEAD (for a bisect or gate by hand)."""
+    raw = json.loads(pathlib.Path(a.raw).read_text())
+    levels = [float(v) for v in a.levels.split(",")]
+    commits = make_history(pathlib.Path(a.out), "HEAD", levels, raw["delays"], keep_results=True)
+    for c, lv in zip(commits, levels):
+        print(f"{c} {lv:.0%}")
+
+
+def markdown(rows: list[dict]) -> str:
+    out = ["| family | case | slowdown (measured) | placement | trials | publish | gate | bisect |",
+           "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if "aa_commits" in r:
+            out.append(f"| {r['family']} | {r['case']} | A/A ({r['aa_commits']} commits, spread {r['spread']:.2%}) | "
+                       f"– | – | {r['false_flags_publish']} false flags | {r['false_fails_gate']} false fails | – |")
+        else:
+            out.append(f"| {r['family']} | {r['case']} | {r['slowdown']:+.2%} (target {r['target']:.0%}) | "
+                       f"{r['placement']} | {r['trials']} | {r['flagged_by_publish']} | {r['failed_gate']} | "
+                       f"{r['bisect_named']} |")
+    return "\n".join(out)
+
+
+# ---------------------------------------------------------------- the recorded history (site test)
+
+IDENTITY = {"GIT_AUTHOR_NAME": "fusedkernel experiment", "GIT_AUTHOR_EMAIL": "experiment@localhost",
+            "GIT_COMMITTER_NAME": "fusedkernel experiment", "GIT_COMMITTER_EMAIL": "experiment@localhost"}
+GIT_CONFIG = ["-c", "commit.gpgsign=false", "-c", "i18n.commitEncoding=UTF-8", "-c", "core.hooksPath=/dev/null",
+              "-c", "core.autocrlf=false"]
+HISTORY = [0.0] * 8 + [0.10] * 4  # the recorded history: 8 unchanged commits, then a 10% slowdown that stays
 
 
 class BaseMissing(RuntimeError):
     """The base commit is not in the source repository (e.g. a shallow clone)."""
 
 
-def resolve_base(rev: str = "HEAD", source: pathlib.Path = ROOT) -> str:
-    """Full hash of ``rev`` in ``source``; BaseMissing when it is not there."""
-    out = git("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}", cwd=source, check=False)
-    if out.returncode:
-        shallow = git("rev-parse", "--is-shallow-repository", cwd=source, check=False).stdout.strip()
-        hint = (" This checkout is shallow: fetch the full history (git fetch --unshallow, "
-                "or actions/checkout with fetch-depth: 0).") if shallow == "true" else ""
-        raise BaseMissing(f"base commit {rev} is not in {source}.{hint}")
-    return out.stdout.strip()
+def git(*args, cwd, env=None, check=True):
+    return subprocess.run(["git", *GIT_CONFIG, *args], cwd=cwd, env=env, check=check, capture_output=True, text=True)
 
 
-def make_history(repo: pathlib.Path, n: int, slow: int, elems: int, base: str = "HEAD",
-                 source: pathlib.Path = ROOT) -> list[str]:
-    """Clone ``source`` into ``repo`` at ``base`` (branch main) and commit the experiment.
+def make_history(repo: pathlib.Path, base: str, levels: list[float], delays: dict,
+                 keep_results: bool = False) -> list[str]:
+    """Clone this repo at ``base`` into ``repo`` (branch main) and commit one commit per level; their hashes.
 
-    Returns the ``n`` full commit hashes, oldest first. Deterministic: the same
-    base gives the same hashes on any machine.
+    Deterministic (fixed identity and dates): the same base gives the same
+    hashes anywhere. A commit whose level differs from its parent's sets the
+    patch of that level in forward.py; every commit touches docs/experiment.txt.
     """
-    base = resolve_base(base, source)
-    sh("git", "clone", "-q", "--no-checkout", str(source), str(repo), cwd=source)
+    out = git("rev-parse", "--verify", "--quiet", f"{base}^{{commit}}", cwd=ROOT, check=False)
+    if out.returncode:
+        raise BaseMissing(f"base commit {base} is not in {ROOT} (a shallow clone? git fetch --unshallow)")
+    base = out.stdout.strip()
+    subprocess.run(["git", "clone", "-q", "--no-checkout", str(ROOT), str(repo)], check=True)
     if git("cat-file", "-e", f"{base}^{{commit}}", cwd=repo, check=False).returncode:
-        git("fetch", "-q", "origin", base, cwd=repo)  # base not reachable from a branch
-    # asv.conf.json tracks the branch main.
+        git("fetch", "-q", "origin", base, cwd=repo)
     git("checkout", "-q", "-B", "main", base, cwd=repo)
     base_time = int(git("show", "-s", "--format=%ct", base, cwd=repo).stdout)
-    commits = []
-    for i in range(1, n + 1):
-        paths = ["docs/experiment.txt"]
-        if i == 1:
-            # The experiment's site must show only the experiment's own results.
-            git("rm", "-r", "-q", "--ignore-unmatch", "results", "provenance", cwd=repo)
+    fwd = repo / "fusedkernel" / "kernels" / "forward.py"
+    original = fwd.read_text()
+    commits, level_before = [], 0.0
+    for i, level in enumerate(levels, 1):
+        if i == 1 and not keep_results:  # the experiment's site shows only the experiment's own results
+            git("rm", "-r", "-q", "--ignore-unmatch", "results", "provenance", "docs/detection", cwd=repo)
+        (repo / "docs").mkdir(exist_ok=True)
         (repo / "docs" / "experiment.txt").write_text(f"commit {i}\n")
-        if i == slow:
-            cfg = repo / "fusedkernel" / "kernels" / "config.py"
-            text, count = re.subn(r"^NARROW_TILE_ELEMS = \d+", f"NARROW_TILE_ELEMS = {elems}",
-                                  cfg.read_text(), flags=re.MULTILINE)
-            assert count == 1, "NARROW_TILE_ELEMS not found in config.py"
-            cfg.write_text(text)
-            paths.append("fusedkernel/kernels/config.py")
+        paths = ["docs/experiment.txt"]
+        if level != level_before:
+            chain = {int(b): d for b, d in delays.get(str(level), {}).items()}
+            fwd.write_text(patched_source(original, chain) if level else original)
+            paths.append("fusedkernel/kernels/forward.py")
         git("add", "--", *paths, cwd=repo)
         date = f"@{base_time + 60 * i} +0000"
         env = {**os.environ, **IDENTITY, "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date}
-        git("commit", "-q", "--no-verify", "-m", f"experiment commit {i}" + (" (slow)" if i == slow else ""),
+        git("commit", "-q", "--no-verify", "-m", f"experiment commit {i}" + (f" ({level:.0%} slower)" if level else ""),
             cwd=repo, env=env)
         commits.append(git("rev-parse", "HEAD", cwd=repo).stdout.strip())
+        level_before = level
     return commits
 
 
-def snapshot_results(repo: pathlib.Path, machine: str, dest: pathlib.Path) -> list[str]:
-    """Copy the asv results of ``machine`` (JSON only) and benchmarks.json to ``dest``."""
-    src = repo / "results" / machine
-    out = dest / "results" / machine
-    out.mkdir(parents=True)
-    names = []
-    for p in sorted(src.glob("*.json")):
-        shutil.copy2(p, out / p.name)
-        names.append(p.name)
-    shutil.copy2(repo / "results" / "benchmarks.json", dest / "results" / "benchmarks.json")
-    return names
+def write_results(raw: dict, commits: list[str], levels: list[float], results: pathlib.Path,
+                  benchmarks: dict, machine_json: dict) -> None:
+    """asv results files of ``commits``: each commit's flagged values from one measured process of its level."""
+    from asv.results import Results
+    from asv.runner import BenchmarkResult
+
+    machine = raw["machine"]
+    (results / machine).mkdir(parents=True, exist_ok=True)
+    (results / machine / "machine.json").write_text(json.dumps(machine_json))
+    (results / "benchmarks.json").write_text(json.dumps(benchmarks))
+    pools = {lv: [p for p in raw["processes"] if p["level"] == lv] for lv in set(levels)}
+    for i, (commit, level) in enumerate(zip(commits, levels)):
+        proc = pools[level][i % len(pools[level])]
+        res = Results({"machine": machine, "python": "3.12"}, {}, commit, 1_700_000_000_000 + 60_000 * i, "3.12",
+                      "virtualenv-py3.12", {})
+        for cls in raw["classes"]:
+            b = benchmarks[f"add_rmsnorm.{cls}.track_ratio"]
+            combos = [(i_, c) for i_ in b["params"][0] for c in b["params"][1]]
+            idx = [k for k, (i_, c) in enumerate(combos) if i_ == "'fused'" and c.strip("'") in proc["ratios"][cls]]
+            samples = [proc["ratios"][cls].get(combos[k][1].strip("'")) if k in idx else None
+                       for k in range(len(combos))]
+            res.add_result(b, BenchmarkResult(result=[True if s else None for s in samples], samples=samples,
+                                              number=[1 if s else None for s in samples], errcode=0, stderr="",
+                                              profile=None),
+                           selected_idx=idx, record_samples=True)
+        res.save(str(results))
 
 
-def write_record(record: pathlib.Path, snapshot: pathlib.Path, summary: dict) -> None:
-    """Replace ``record`` with the results snapshot and summary.json."""
-    if record.exists():
-        shutil.rmtree(record)
-    record.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(snapshot, record)
-    (record / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+def record_history(raw: dict, record: pathlib.Path) -> None:
+    """``record``: summary.json and asv results of the recorded history (HISTORY), for the site test."""
+    import asvrun
+
+    base = git("rev-parse", "HEAD", cwd=ROOT).stdout.strip()
+    with tempfile.TemporaryDirectory(prefix="fk-history-") as tmp:
+        commits = make_history(pathlib.Path(tmp) / "repo", base, HISTORY, raw["delays"])
+    bench_json = json.loads((asvrun.results_dir("gpu") / "benchmarks.json").read_text())
+    machine_json = json.loads((asvrun.results_dir("gpu") / raw["machine"] / "machine.json").read_text())
+    if (record / "results").exists():
+        shutil.rmtree(record / "results")
+    write_results(raw, commits, HISTORY, record / "results", bench_json, machine_json)
+    slow = commits[HISTORY.index(0.10)]
+    (record / "summary.json").write_text(json.dumps(
+        {"base": base, "levels": HISTORY, "commits": commits, "slow_commit": slow, "machine": raw["machine"],
+         "flagged_entries": [f"add_rmsnorm.{c}.track_ratio('fused', '{case}')" for c in raw["classes"]
+                             for case in raw["cases"].values()]}, indent=1) + "\n")
+    print(f"record: {record} (history of {len(commits)} commits from {base[:10]}, slow {slow[:10]})")
 
 
-def main() -> int:
+def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--base", default="HEAD", help="commit of this repo the history starts from (default HEAD)")
-    ap.add_argument("--commits", type=int, default=10)
-    ap.add_argument("--slow", type=int, default=6, help="1-based index of the slow commit")
-    ap.add_argument("--elems", type=int, default=64,
-                    help="NARROW_TILE_ELEMS in the slow commit (64: one row per program, 1.59x slower "
-                         "at 65536x512 bf16 on the H200)")
-    ap.add_argument("--bench", default=DEFAULT_BENCH,
-                    help="asv -b regex of the benchmarks to run (default: fused, bf16, a narrow shape)")
-    ap.add_argument("--factor", type=float, default=1.05, help="the gate's threshold for --bench")
-    ap.add_argument("--wheels", help="passed to tools/bench.py (offline hosts)")
-    ap.add_argument("--keep", help="build the scratch repo here instead of a temporary folder")
-    ap.add_argument("--record", help="write the results and summary.json here "
-                                     "(default docs/detection/<machine>/ of this repo)")
-    ap.add_argument("--no-record", action="store_true", help="do not write a record")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    m = sub.add_parser("measure", help="calibrate and measure processes (GPU; resumable)")
+    m.add_argument("--raw", help="raw measurements (default docs/detection/<machine>/raw.json)")
+    m.add_argument("--aa", type=int, default=30, help="unchanged (A/A) processes, at least")
+    m.add_argument("--per-level", type=int, default=10, help="processes per slowdown level")
+    m.add_argument("--levels", default=",".join(map(str, LEVELS)), help="slowdown levels to measure")
+    m.add_argument("--classes", default=",".join(CLASSES))
+    m.add_argument("--seed", help="take the calibration (chains per level) from this earlier raw file")
+    m.add_argument("--calibration-rounds", type=int, default=3)
+    n = sub.add_parser("analyze", help="the curve from the raw measurements")
+    n.add_argument("--raw", action="append", default=[], help="raw file (repeatable; curve.json goes beside the first)")
+    n.add_argument("--regimes", help="only these regimes (decode, prefill)")
+    n.add_argument("--trials", type=int, default=40, help="histories per family, level and placement")
+    n.add_argument("--record", help="also write the recorded history (summary.json, results/) here")
+    h = sub.add_parser("history", help="a scratch history with commits at these slowdown levels after HEAD")
+    h.add_argument("--raw", required=True, help="the raw file whose chains make the slowdowns")
+    h.add_argument("--levels", required=True, help="e.g. 0.1,0.1,0.1: GOOD's child slower, two commits after")
+    h.add_argument("--out", required=True)
     a = ap.parse_args()
-    started = time.monotonic()
-    started_at = datetime.datetime.now(datetime.timezone.utc)
-    base = resolve_base(a.base)
-    tmp = pathlib.Path(a.keep or tempfile.mkdtemp(prefix="fk-experiment-"))
-    repo = tmp / "repo"
-    commits = make_history(repo, a.commits, a.slow, a.elems, base)
-    slow = commits[a.slow - 1]
-    wheels = ["--wheels", a.wheels] if a.wheels else []
-    bench = [sys.executable, "tools/bench.py"]
-    print(f"base {base}; commits {' '.join(c[:8] for c in commits)}; slow {slow[:8]}", flush=True)
-
-    first_parent = sh("git", "rev-parse", f"{commits[0]}^", cwd=repo).stdout.strip()
-    sh(*bench, "run", f"{first_parent}..{commits[-1]}", *wheels, "--asv-args", f"-b {a.bench}",
-       cwd=repo, capture=False)
-    sh(*bench, "publish", cwd=repo, capture=False)
-    html = repo / ".asv" / "html"
-    rev_to_hash = json.loads((html / "index.json").read_text())["revision_to_hash"]
-    machine = json.loads(sh(sys.executable, "-c", "import sys; sys.path.insert(0, 'tools'); import bench, json; "
-                            "print(json.dumps(bench.detect()[1]))", cwd=repo).stdout)
-    # The results as published, before the gate and the bisect add runs of their own.
-    snapshot = tmp / "record"
-    result_files = snapshot_results(repo, machine, snapshot)
-    flagged_commits, steps_seen = set(), []
-    for entry in json.loads((html / "regressions.json").read_text())["regressions"]:
-        # entry[1]: the graph's path, which names the machine (entry[2], the graph's
-        # parameters, names it only when the site holds more than one machine).
-        if f"/machine-{machine}/" not in entry[1]:
-            continue  # only this machine's history is part of the experiment
-        # entry[-1]: the steps, [revision before, revision after, value before, value after];
-        # "before" is None when the step is pinned to exactly the "after" commit.
-        for before, after, *_ in entry[-1]:
-            flagged_commits.add(rev_to_hash[str(after)][:8])
-            steps_seen.append((entry[0], before and rev_to_hash[str(before)][:8],
-                               rev_to_hash[str(after)][:8]))
-    flagged_commits = sorted(flagged_commits)
-    print("flagged by asv publish:", flagged_commits, steps_seen)
-
-    gate_failed = []
-    for parent, commit in zip([first_parent] + commits[:-1], commits):
-        rc = subprocess.run([*bench, "gate", parent, commit, *wheels, "--family", f"{a.bench}={a.factor}"],
-                            cwd=repo, capture_output=True, text=True, check=False).returncode
-        if rc:
-            gate_failed.append(commit[:8])
-    print("gate failed on:", gate_failed)
-
-    # The bisect gets the same parameter-level regex: over the whole benchmark, asv find
-    # takes the largest step of any parameter combination, and one outlier of an
-    # unrelated combination (eager, another shape) outweighs the slow commit.
-    out = sh(*bench, "bisect", f"{first_parent}..{commits[-1]}", a.bench, *wheels,
-             cwd=repo, check=False)
-    found = re.findall(r"Greatest regression found: ([0-9a-f]{8})", out.stdout + out.stderr)
-    steps = len(re.findall(r"Installing [0-9a-f]{8}", out.stdout + out.stderr))
-    print("bisect named:", found, f"after {steps} benchmarked commits")
-
-    summary = {"slow_commit": slow[:8], "commits": [c[:8] for c in commits], "flagged": flagged_commits,
-               "gate_failed": gate_failed, "bisect": found, "bisect_runs": steps, "scratch": str(tmp)}
-    print(json.dumps(summary, indent=1))
-    ok = flagged_commits == [slow[:8]] and gate_failed == [slow[:8]] and found == [slow[:8]]
-    print("RESULT:", "the slow commit and only it was caught" if ok else "MISSED or FALSE FLAG")
-
-    if not a.no_record:
-        record = pathlib.Path(a.record) if a.record else ROOT / "docs" / "detection" / machine
-        write_record(record, snapshot, {
-            "base": base,
-            "args": {"commits": a.commits, "slow": a.slow, "elems": a.elems, "bench": a.bench,
-                     "factor": a.factor},
-            "commits": commits,
-            "slow_commit": slow,
-            "flagged": flagged_commits,
-            "flag_steps": steps_seen,
-            "gate_failed": gate_failed,
-            "bisect": found,
-            "bisect_runs": steps,
-            "caught": ok,
-            "machine": machine,
-            "result_files": result_files,
-            "date": started_at.isoformat(timespec="seconds"),
-            "duration_s": round(time.monotonic() - started),
-        })
-        print("record:", record)
-    return 0 if ok else 1
+    {"measure": cmd_measure, "analyze": cmd_analyze, "history": cmd_history}[a.cmd](a)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
