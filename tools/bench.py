@@ -137,7 +137,7 @@ def measure(commit: str, mode: str, machine: str, conf: pathlib.Path, wheels: st
     log = asvrun.LOGS / f"{commit[:8]}-{started_at.replace(':', '')}.log"
     try:
         with provenance.ClockSampler() as clocks:
-            for family in FAMILIES:
+            for family in families(mode, regexes):
                 regex = asvrun.family_regex(family, regexes)
                 if done.get(family) == regex:
                     print(f"{commit[:8]} {family}: finished in an earlier run, kept", flush=True)
@@ -170,6 +170,31 @@ def measure(commit: str, mode: str, machine: str, conf: pathlib.Path, wheels: st
                               clocks.summary, status=status,
                               extra={"failed_cases": failed, "timing_methods": METHODS, "log": str(log.name)})
     return failed
+
+
+def discovered(mode: str) -> list[str]:
+    """Every "benchmark(params)" of the working tree's suite in ``mode``, named as asv names them for ``-b``."""
+    import itertools
+
+    if mode == "interpreter":
+        os.environ.setdefault("TRITON_INTERPRET", "1")  # the suite's params follow the mode
+    from benchmarks import add_rmsnorm as suite
+
+    out = []
+    for family in FAMILIES:
+        cls = getattr(suite, family)
+        for attr in (a for a in dir(cls) if a.startswith("track_")):
+            params = getattr(getattr(cls, attr), "params", None) or cls.params
+            out += [f"add_rmsnorm.{family}.{attr}({', '.join(map(repr, c))})" for c in itertools.product(*params)]
+    return out
+
+
+def families(mode: str, regexes: list[str]) -> list[str]:
+    """The families a selection needs (all of them when nothing is selected)."""
+    if not regexes:
+        return FAMILIES
+    known = discovered(mode)
+    return [f for f in FAMILIES if any(re.search(asvrun.family_regex(f, regexes), e) for e in known)]
 
 
 def stored_names(results: pathlib.Path, machine: str, commit: str) -> set[str]:
@@ -221,21 +246,9 @@ def measure_pair(mode, machine, wheels, regexes, base, head, tmp: pathlib.Path, 
 
 
 def selection_matches(mode: str, regexes: list[str]) -> bool:
-    """Does any flagged benchmark (by results/benchmarks.json, if there is one) match ``regexes``?"""
-    path = asvrun.results_dir(mode) / "benchmarks.json"
-    if not path.exists():
-        return True  # nothing discovered yet: the measurement will tell
-    import itertools
-
-    conf = asvrun.load_conf()
-    for name, b in json.loads(path.read_text()).items():
-        if not isinstance(b, dict) or "params" not in b:
-            continue
-        for combo in itertools.product(*b["params"]) if b["params"] else [()]:
-            entry = f"{name}({', '.join(combo)})" if combo else name
-            if verdict.flagged(conf, entry) and any(re.search(r, entry) for r in regexes):
-                return True
-    return False
+    """Does any flagged benchmark of the suite match ``regexes``?"""
+    conf, known = asvrun.load_conf(), discovered(mode)
+    return any(verdict.flagged(conf, e) and any(re.search(r, e) for r in regexes) for e in known)
 
 
 def cmd_gate(a) -> int:
