@@ -161,7 +161,8 @@ def regressions_page(regressed: dict, html_dir: pathlib.Path) -> str:
                                "</th><th>size</th><th>bisect</th></tr>" + "".join(rows) + "</table>")
 
 
-BAR = ('<div style="background:#f5f5f5;padding:4px 1em;font-family:sans-serif;font-size:13px">'
+BAR = ('<div style="position:fixed;bottom:0;left:0;right:0;z-index:10000;background:#f5f5f5;'
+       'border-top:1px solid #ccc;padding:4px 1em;font-family:sans-serif;font-size:13px">'
        '{nav} <span style="color:#555">The benchmark list shows each graph\'s latest level (asv\'s step fit), not '
        'the latest run: now.html has the latest run\'s values.</span></div>')
 
