@@ -137,8 +137,10 @@ class _Site:
         return route.abort()
 
     def open(self, path: str, js: str, what: str, shot: str):
+        for old in self.context.pages:  # a page left loading in the background must not report into this one
+            old.close()
         page = self.context.new_page()
-        page.on("pageerror", lambda e: self.errors.append(str(e)))
+        page.on("pageerror", lambda e: self.errors.append(f"{path}: {e}"))
         page.goto(f"{self.base}/{path}")
         try:
             value = page.wait_for_function(js, timeout=TIMEOUT_MS).json_value()
