@@ -46,8 +46,10 @@ METHODS = {
     "l2-flushed": "single calls, CUDA events, L2 flushed before each, GPU kept ahead of the host (median)",
     "interpreter-wall": "wall time of calls in Triton's interpreter on the CPU (median; not performance history)",
 }
-# Rounds of (floor, op) per implementation: the samples of each result.
-ROUNDS = 6 if INTERPRET else 12
+# Rounds of (floor, op) per implementation: the samples of each result. At least 7: with n samples a
+# side, asv's Mann-Whitney test (p < 0.002) needs n >= 7 to call even two fully separated sets different
+# (n = 6: p = 0.0022), and the gate and the bisect flag only what it calls different.
+ROUNDS = 8 if INTERPRET else 12
 # Graph length: ~2 ms of calls per graph (do_bench_cudagraph sizes it from a host-bound estimate).
 GRAPH_REP_MS = 2
 FLUSHED_CALLS = 5

@@ -1,8 +1,10 @@
 """Running asv for the tracker: mode, machine, config, families, logs, signals, results.
 
 Every asv call goes through :func:`asv`: asv runs in a session of its own
-(so Ctrl-C and SIGTERM reach it and every child, and nothing outlives us),
-its full output goes to a log file, and only its progress lines reach the
+(Ctrl-C and SIGTERM are passed on to it, and whatever is left in that session
+when it ends is killed: nothing outlives us) with a temporary folder of its
+own (removed afterwards: what an interrupted asv leaves there goes too), its
+full output goes to a log file, and only its progress lines reach the
 terminal. A commit is measured one benchmark family (one class of the suite,
 one measuring process) at a time, each saved by asv when it ends, so an
 interrupt loses at most the family in progress and the next run measures
@@ -16,6 +18,7 @@ without one, the kernels run in Triton's interpreter and the results go to
 from __future__ import annotations
 
 import contextlib
+import getpass
 import json
 import os
 import pathlib
@@ -25,6 +28,7 @@ import site
 import subprocess
 import sys
 import tempfile
+import threading
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MODULE = "add_rmsnorm"
@@ -111,43 +115,106 @@ PROGRESS = re.compile(r"^\s*(\[\s*\d+(\.\d+)?%\]|·* ?(Creating|Installing|Build
 def asv(args: list[str], env: dict, log: pathlib.Path, echo=print) -> int:
     """Run ``python -m asv ARGS``; its output to ``log``, its progress lines to ``echo``; its exit status.
 
-    Raises :class:`Interrupted` after stopping asv's whole process group when
-    SIGINT or SIGTERM arrives.
+    Raises :class:`Interrupted` after stopping asv and every process of its
+    session when SIGINT or SIGTERM arrives.
     """
     log.parent.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "asv", *args]
-    stop = []
+    stop, timers, proc = [], [], None
 
     def on_signal(signum, _frame):
         stop.append(signum)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGINT)
+        if proc is None:  # before asv started: it is not started at all
+            return
+        if len(stop) == 1:
+            # asv stops its benchmark and install processes itself on SIGINT; a
+            # second signal, or an asv still running after the grace period, is not waited for.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGINT)
+            timers.append(threading.Timer(GRACE_S, kill_session, (proc.pid,)))
+            timers[0].daemon = True
+            timers[0].start()
+        else:
+            kill_session(proc.pid)
 
-    with open(log, "a") as out:
+    # asv's temporary files (setup_cache folders, forkserver sockets, result files) go to a folder
+    # of ours: an interrupted asv does not remove its own. torch's compile cache stays where it was.
+    env = {"TORCHINDUCTOR_CACHE_DIR": inductor_cache(), **env}
+    with tempfile.TemporaryDirectory(prefix="fk-") as tmp, open(log, "a") as out:
+        # ...unless the forkserver's socket path would grow past what a socket address holds.
+        if len(os.path.join(tmp, FORKSERVER_SOCKET)) <= SOCKET_PATH_MAX:
+            env["TMPDIR"] = tmp
         out.write("+ " + " ".join(cmd) + "\n")
         out.flush()
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, start_new_session=True)
+        # The handlers come first: a signal between the start and them would leave asv running.
         old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
-            for line in proc.stdout:
+            if not stop:
+                proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                        text=True, start_new_session=True)
+                if stop:  # the signal came while it started
+                    kill_session(proc.pid)
+            for line in proc.stdout if proc else ():
                 out.write(line)
                 if PROGRESS.match(line) and "===" not in line and not stop:
                     echo("  " + line.strip()[:150])
-            rc = proc.wait()
+            rc = proc.wait() if proc else 1
         finally:
-            if proc.poll() is None:  # an exception while reading: asv must not outlive us
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+            if proc is not None:
+                if proc.poll() is None:  # an exception while reading: asv must not outlive us
+                    kill_session(proc.pid)
+                    proc.wait()
+                # asv runs its children in process groups of their own (setpgid), all in
+                # its session: a killpg of asv's group does not reach them.
+                kill_session(proc.pid)
+            for t in timers:
+                t.cancel()
             for s, handler in old.items():
                 signal.signal(s, handler)
     if stop:
-        # asv was asked to stop; anything it left behind in its group goes too.
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
         raise Interrupted(signal.Signals(stop[0]).name)
     return rc
+
+
+def inductor_cache() -> str:
+    """torch inductor's default cache folder (torch._inductor's default_cache_dir), for this TMPDIR."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, ModuleNotFoundError, OSError):
+        user = f"uid_{os.getuid()}"
+    return os.path.join(tempfile.gettempdir(), "torchinductor_" + re.sub(r'[\\/:*?"<>|]', "_", user))
+
+
+FORKSERVER_SOCKET = "asv-forkserver-xxxxxxxx/socket"  # asv's mkdtemp(prefix="asv-forkserver-") + "socket"
+SOCKET_PATH_MAX = 103  # sun_path: 108 bytes on Linux, 104 on macOS, with its terminating NUL
+
+GRACE_S = 20  # how long asv may take to stop after SIGINT before its whole session is killed
+
+
+def session_pids(sid: int) -> list[int]:
+    """Processes of session ``sid`` (/proc on Linux, ``ps`` elsewhere)."""
+    proc = pathlib.Path("/proc")
+    if proc.is_dir():
+        out = []
+        for d in proc.iterdir():
+            if d.name.isdigit():
+                try:
+                    # Field 6 of stat is the session; the command name before it may hold spaces.
+                    if int((d / "stat").read_text().rsplit(")", 1)[1].split()[3]) == sid:
+                        out.append(int(d.name))
+                except (OSError, ValueError, IndexError):
+                    continue
+        return out
+    ps = subprocess.run(["ps", "-A", "-o", "pid=,sess="], capture_output=True, text=True)
+    return [int(p) for p, s in (line.split() for line in ps.stdout.splitlines() if line.strip()) if int(s) == sid]
+
+
+def kill_session(sid: int) -> None:
+    """SIGKILL every process of session ``sid`` (asv's, started with start_new_session)."""
+    for pid in session_pids(sid):
+        if pid != os.getpid():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
 
 
 def family_regex(family: str, regexes: list[str]) -> str:
@@ -185,12 +252,9 @@ def failed_cases(results: pathlib.Path, machine: str, commit: str, benchmarks: l
             if benchmarks is not None and name not in benchmarks:
                 continue
             row = dict(zip(cols, row))
-            values = row.get("result")
-            if values is None:
-                out.append(name)
-                continue
-            combos = list(itertools.product(*row["params"])) if row["params"] else [()]
-            out += [f"{name}({', '.join(c)})" for c, v in zip(combos, values) if v is None]
+            combos = list(itertools.product(*row["params"])) if row.get("params") else [()]
+            values = row.get("result") or [None] * len(combos)  # None: the whole benchmark failed
+            out += [f"{name}({', '.join(c)})" if c else name for c, v in zip(combos, values) if v is None]
     return out
 
 

@@ -23,12 +23,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import pathlib
 import re
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 sys.path.insert(1, str(pathlib.Path(__file__).resolve().parent.parent))
@@ -43,6 +46,10 @@ STATE = ROOT / ".asv" / "state"
 
 class UsageError(Exception):
     """A bad argument, revision or range: one line for the user, exit 2."""
+
+
+class RunError(Exception):
+    """The measurement itself failed (asv, a commit that does not run): one line, exit 3."""
 
 
 def git(*args: str) -> str:
@@ -69,16 +76,18 @@ def range_commits(spec: str) -> tuple[str, list[str]]:
     good, bad = (commit_of(r) for r in spec.split("..", 1))
     if subprocess.run(["git", "merge-base", "--is-ancestor", good, bad], cwd=ROOT).returncode:
         raise UsageError(f"{spec}: {good[:10]} is not an ancestor of {bad[:10]}")
+    if good == bad:
+        raise UsageError(f"{spec} is empty: GOOD and BAD are the same commit")
     commits = git("rev-list", "--reverse", "--first-parent", "--ancestry-path", f"{good}..{bad}").split()
     if not commits:
-        raise UsageError(f"{spec} is empty: GOOD and BAD are the same commit")
+        raise UsageError(f"{spec}: {good[:10]} is not on {bad[:10]}'s first-parent line (merged from a side branch?)")
     return good, commits
 
 
-def newest_with_results(machine: str) -> str | None:
-    """The newest first-parent ancestor of HEAD with results for ``machine`` in the history."""
+def newest_with_results(machine: str, results: pathlib.Path) -> str | None:
+    """The newest first-parent ancestor of HEAD with results for ``machine`` in ``results``."""
     stored = set()
-    for path in (ROOT / "results" / machine).glob("*.json"):
+    for path in (results / machine).glob("*.json"):
         try:
             stored.add(json.loads(path.read_text())["commit_hash"])
         except (ValueError, KeyError, OSError):
@@ -89,12 +98,12 @@ def newest_with_results(machine: str) -> str | None:
     return None
 
 
-def resolve(revs: list[str], machine: str) -> list[str]:
-    """Full hashes to benchmark, oldest first (see the module docstring for REV)."""
+def resolve(revs: list[str], machine: str, results: pathlib.Path) -> list[str]:
+    """Full hashes to benchmark, oldest first (see the module docstring for REV; NEW looks in ``results``)."""
     out = []
     for rev in revs or ["HEAD"]:
         if rev == "NEW":
-            last = newest_with_results(machine)
+            last = newest_with_results(machine, results)
             spec = [f"{last}..HEAD"] if last else ["-1", "HEAD"]
             new = git("rev-list", "--reverse", "--first-parent", *spec).split()
             # The workflow's own "results: ..." commits hold only results and provenance.
@@ -132,14 +141,18 @@ def measure(commit: str, mode: str, machine: str, conf: pathlib.Path, wheels: st
     files = asvrun.result_files(results, machine, commit)
     before = json.loads(files[0].read_text()) if files else None
     state = STATE / machine / f"{commit}.json"
-    done = json.loads(state.read_text()) if resume and state.exists() and results == asvrun.results_dir(mode) else {}
+    history = results == asvrun.results_dir(mode)  # only runs into the history resume
+    done = load_state(state) if resume and history else {}
+    stored = stored_names(results, machine, commit)
     started_at, start, status, run, asv_failed = provenance.now(), provenance.gpu_snapshot(), "interrupted", [], []
     log = asvrun.LOGS / f"{commit[:8]}-{started_at.replace(':', '')}.log"
     try:
         with provenance.ClockSampler() as clocks:
             for family in families(mode, regexes):
                 regex = asvrun.family_regex(family, regexes)
-                if done.get(family) == regex:
+                # The state says the family finished; its values must still be there (a results
+                # file moved aside as unreadable takes them along).
+                if done.get(family) == regex and any(n.startswith(f"add_rmsnorm.{family}.") for n in stored):
                     print(f"{commit[:8]} {family}: finished in an earlier run, kept", flush=True)
                     continue
                 print(f"{commit[:8]} {family}: measuring (log: {log.relative_to(ROOT)})", flush=True)
@@ -150,17 +163,18 @@ def measure(commit: str, mode: str, machine: str, conf: pathlib.Path, wheels: st
                 if rc and not any(n.startswith(f"add_rmsnorm.{family}.") for n in stored_names(results, machine, commit)):
                     asv_failed.append(f"{family} (asv exit status {rc}, nothing stored: see {log.relative_to(ROOT)})")
                     continue
-                if results == asvrun.results_dir(mode):
+                if history:
                     done[family] = regex
-                    state.parent.mkdir(parents=True, exist_ok=True)
-                    state.write_text(json.dumps(done))
+                    save_state(state, done)
         status = "complete"
     finally:
+        # Failures are read before earlier values are put back: a case that fails now is
+        # reported (and recorded) as failed even where its earlier value is kept.
+        failed = asv_failed + [c for c in asvrun.failed_cases(results, machine, commit)
+                               if any(re.search(r, c) for r in run)]
         files = asvrun.result_files(results, machine, commit)
         if files and before:
             asvrun.keep_earlier_values(files[0], before)
-        failed = asv_failed + [c for c in asvrun.failed_cases(results, machine, commit)
-                               if any(re.search(r, c) for r in run)]
         if status == "complete" and failed:
             status = "failed cases"
         if prov is not None:
@@ -170,6 +184,25 @@ def measure(commit: str, mode: str, machine: str, conf: pathlib.Path, wheels: st
                               clocks.summary, status=status,
                               extra={"failed_cases": failed, "timing_methods": METHODS, "log": str(log.name)})
     return failed
+
+
+def load_state(path: pathlib.Path) -> dict:
+    """{family: regex} an earlier run of the commit finished; {} (with a warning) when unreadable."""
+    try:
+        done = json.loads(path.read_text())
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as e:
+        print(f"warning: {path} is unreadable ({type(e).__name__}); measuring every family again", flush=True)
+        return {}
+    return done if isinstance(done, dict) else {}
+
+
+def save_state(path: pathlib.Path, done: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(done))
+    tmp.replace(path)  # an interrupt mid-write leaves the previous state whole
 
 
 def discovered(mode: str) -> list[str]:
@@ -204,7 +237,7 @@ def stored_names(results: pathlib.Path, machine: str, commit: str) -> set[str]:
 
 def cmd_run(a) -> int:
     mode, machine = asvrun.detect()
-    commits = resolve(a.revs, machine)
+    commits = resolve(a.revs, machine, asvrun.results_dir(mode))
     warn_uncommitted(commits)
     failed = {}
     with asvrun.config(mode) as conf:
@@ -218,13 +251,14 @@ def cmd_run(a) -> int:
                 failed[commit] = cases
                 print(f"{commit[:10]}: {len(cases)} failed cases: {', '.join(cases[:5])}"
                       + (" ..." if len(cases) > 5 else ""), flush=True)
-    n = sum(map(len, failed.values()))
-    where = "; ".join(f"{c[:10]}: {len(v)}" for c, v in failed.items())
-    print(f"bench.py run: {len(commits)} commits on {machine}, {n} failed cases" + (f" ({where})" if n else ""))
     if not a.quiet:
         import report
 
-        print("\n" + report.run_summary(asvrun.results_dir(mode), machine, commits[-1]))
+        print(report.run_summary(asvrun.results_dir(mode), machine, commits[-1]) + "\n")
+    # The last line: what a log's tail (CI) shows.
+    n = sum(map(len, failed.values()))
+    where = "; ".join(f"{c[:10]}: {len(v)}" for c, v in failed.items())
+    print(f"bench.py run: {len(commits)} commits on {machine}, {n} failed cases" + (f" ({where})" if n else ""))
     return 1 if n else 0
 
 
@@ -268,8 +302,8 @@ def cmd_gate(a) -> int:
         rc = 3
     else:
         rows = verdict.judge(asvrun.load_conf(), b, h)
-        if not rows:
-            raise UsageError(f"--bench {regexes} selected no flagged benchmark that both commits measured")
+        if not rows:  # the selection names flagged benchmarks (checked above): they did not run
+            raise RunError(f"--bench {regexes}: no flagged benchmark was measured at both commits")
         bad = [r for r in rows if r.regressed]
         head_line = f"FAILED: {len(bad)} slower beyond the threshold" if bad else "passed"
         text = (f"## Benchmark gate: {head_line}\n\nbase {base[:10]}, head {head[:10]}, {machine}; "
@@ -309,9 +343,10 @@ def cmd_bisect(a) -> int:
             measure(commit, mode, machine, conf, a.wheels, regexes, tmp, resume=False, append=append)
             vals = values(commit)
             if not chosen:  # the entry: the flagged one the selection names (the largest GOOD->BAD step if several)
-                flagged = [e for e in vals if verdict.flagged(conf_json, e) and re.search(a.bench, e)]
-                if not flagged:
-                    raise UsageError(f"{a.bench!r} measured no flagged benchmark at {commit[:10]}")
+                flagged = [e for e, (v, _) in vals.items() if verdict.flagged(conf_json, e) and re.search(a.bench, e)
+                           and not (isinstance(v, float) and math.isnan(v))]  # NaN: not run here
+                if not flagged:  # the selection names flagged benchmarks (checked above): asv failed
+                    raise RunError(f"{a.bench!r} measured no flagged benchmark at {commit[:10]} (see the log above)")
                 chosen.append(flagged)
             return vals
 
@@ -343,6 +378,9 @@ def cmd_bisect(a) -> int:
         c = out.confirmation
         print(f"bisect: re-measured, alternating: parent {c.before and f'{c.before:.4g}'}, named "
               f"{c.after and f'{c.after:.4g}'}, ratio {c.ratio and f'{c.ratio:.3f}'}, Mann-Whitney p {c.p}")
+    if out.error:
+        print(f"bisect: run error: {out.reason}")
+        return 3
     if out.named is None:
         print(f"bisect: no commit named: {out.reason}")
         return 1
@@ -430,15 +468,33 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     if a.cmd == "bisect":
         a.bench = a.bench_regex
+    # Progress must reach a pipe (CI's log, tee) as it happens, not when the buffer fills.
+    if hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(line_buffering=True)
+    # Outside asv too, SIGTERM unwinds like Ctrl-C: temporary configs and folders are removed,
+    # the provenance of the commit in progress is written. (Only the main thread may set it.)
+    main_thread = threading.current_thread() is threading.main_thread()
+    old = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
     try:
         return {"run": cmd_run, "publish": cmd_publish, "gate": cmd_gate, "bisect": cmd_bisect,
                 "compare": cmd_compare}[a.cmd](a)
     except UsageError as e:
         print(f"bench.py {a.cmd}: {e}", file=sys.stderr)
         return 2
-    except asvrun.Interrupted as e:
-        print(f"bench.py {a.cmd}: interrupted ({e}); finished results are kept", file=sys.stderr)
-        return 143 if e.args[0] == "SIGTERM" else 130
+    except RunError as e:
+        print(f"bench.py {a.cmd}: run error: {e}", file=sys.stderr)
+        return 3
+    except (asvrun.Interrupted, KeyboardInterrupt) as e:
+        name = e.args[0] if isinstance(e, asvrun.Interrupted) else "SIGINT"
+        print(f"bench.py {a.cmd}: interrupted ({name}); finished results are kept", file=sys.stderr)
+        return 143 if name == "SIGTERM" else 130
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, old)
+
+
+def _terminate(signum, _frame):
+    raise asvrun.Interrupted(signal.Signals(signum).name)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@ after GOOD whose value is beyond the family's threshold relative to GOOD
 naming it measures the named commit and its parent again, alternating, and
 reports both values, their ratio and the Mann-Whitney p. It never assumes
 what it has not measured: GOOD and BAD are measured first, and a range whose
-BAD is not beyond the threshold names nothing.
+BAD is not beyond the threshold names nothing. GOOD or BAD failing to measure
+is a run error (``Outcome.error``), not a range without a step.
 
 ``measure(commit)`` returns ``(value, (stats, samples))`` of the one bisected
 benchmark entry (``None`` value when it failed there); ``remeasure(commits)``
@@ -27,6 +28,7 @@ class Outcome:
     reason: str                 # why (one line)
     steps: list                 # (commit, value) in the order measured
     confirmation: object = None  # verdict.Comparison of parent vs named, re-measured
+    error: bool = False          # GOOD or BAD failed to measure: a run error, not "no step"
 
 
 def bisect(commits: list[str], measure, remeasure, factor: float, entry: str, echo=print) -> Outcome:
@@ -44,13 +46,15 @@ def bisect(commits: list[str], measure, remeasure, factor: float, entry: str, ec
 
     good = value(0)
     if good[0] is None:
-        return Outcome(None, f"GOOD {commits[0][:10]} failed to measure", steps)
+        return Outcome(None, f"GOOD {commits[0][:10]} failed to measure", steps, error=True)
 
     def slow(i) -> bool:
         v = value(i)
         return v[0] is not None and compare(entry, good[0], v[0], good[1], v[1], factor).regressed
 
     last = len(commits) - 1
+    if value(last)[0] is None:
+        return Outcome(None, f"BAD {commits[last][:10]} failed to measure", steps, error=True)
     if not slow(last):
         return Outcome(None, f"BAD {commits[last][:10]} is not beyond x{factor:.3g} of GOOD "
                              f"({_fmt(good[0])} -> {_fmt(seen[last][0])}): no step in the range", steps)

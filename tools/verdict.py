@@ -99,8 +99,14 @@ def judge(conf: dict, base, head) -> list[Comparison]:
     for entry, v, ss in entries(head):
         if entry in before and flagged(conf, entry):
             b, b_ss = before[entry]
+            if _nan(b) or _nan(v):  # not run (outside the selection, or skipped): nothing to compare
+                continue
             out.append(compare(entry, b, v, b_ss, ss, 1 + threshold(conf, entry)))
     return out
+
+
+def _nan(v) -> bool:
+    return isinstance(v, float) and math.isnan(v)
 
 
 def table(rows: list[Comparison], before: str = "before", after: str = "after") -> str:
