@@ -17,8 +17,9 @@ bench: $(if $(VENV),$(VENV)/.installed)
 test: $(if $(VENV),$(VENV)/.installed)
 	$(PY) -m pytest -q
 
+# pip shows what it downloads and installs (the first install takes minutes).
 $(VENV)/.installed: requirements-dev.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/python -m pip install -q -r requirements-dev.txt
+	$(VENV)/bin/python -m pip install --progress-bar off -r requirements-dev.txt
 	$(VENV)/bin/python -m pip install -q --no-deps -e .
 	touch $@

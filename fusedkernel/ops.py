@@ -120,74 +120,34 @@ def _type_name(value: object) -> str:
 
 def add_rmsnorm(x: Tensor, residual: Tensor, weight: Tensor, eps: float = 1e-6, *,
                 return_residual: bool = False, inplace_residual: bool = False):
-    """Fused residual add + RMSNorm: ``y = rmsnorm(x + residual) * weight``.
+    """Fused residual add + RMSNorm: ``y = rmsnorm(x + residual) * weight``, one Triton kernel.
 
-    Computes, per row (last dimension, hidden size N)::
-
-        t    = float32(x) + float32(residual)
-        rstd = 1 / sqrt(mean(t * t) + eps)          # float32
-        y    = round_to_x_dtype(t * rstd * weight)  # product in float32, one rounding
-
-    HF Llama's ``LlamaRMSNorm`` rounds ``t * rstd`` to the input dtype *before*
-    the weight multiply; this op rounds only once, after it, so its bf16/fp16
-    output can differ from Llama's by one rounding step.
-
-    The residual stream: a decoder layer needs ``x + residual`` for its next
-    residual connection. ``return_residual=True`` returns it as a new tensor;
-    ``inplace_residual=True`` writes it into ``residual`` (as inference engines
-    do) and returns that buffer. The stored residual is ``t`` rounded to x's
-    dtype; the norm uses the unrounded float32 ``t``.
+    Per row (the last dimension, hidden size N): ``t = fp32(x) + fp32(residual)``,
+    ``rstd = 1 / sqrt(mean(t * t) + eps)``, ``y = t * rstd * weight`` in fp32,
+    rounded once to x's dtype (HF Llama rounds before the weight multiply).
 
     Args:
-        x: (..., N) CUDA tensor, float32, float16 or bfloat16. Any number of
-            leading dimensions. Rows may be strided (row stride > N, e.g. one
-            slice of a fused QKV projection) if the last dimension is
-            contiguous and the leading dimensions collapse into one row stride;
-            otherwise ValueError (no hidden copy).
-        residual: same shape and dtype as x, same layout rules.
+        x: (..., N) CUDA tensor, float32, float16 or bfloat16; rows may be
+            strided if the last dimension is contiguous.
+        residual: x's shape, dtype and layout rules.
         weight: (N,), x's dtype or float32, contiguous.
-        eps: added to the mean square before the square root; finite, > 0.
-        return_residual: also return ``x + residual`` (new tensor).
-        inplace_residual: write ``x + residual`` into ``residual`` and return it.
-            For inference: refused when a gradient is needed.
+        eps: finite, > 0.
+        return_residual: also return ``x + residual`` (rounded to x's dtype).
+        inplace_residual: write ``x + residual`` into ``residual`` and return
+            it (inference: refused when a gradient is needed).
 
     Returns:
-        y, a contiguous tensor of x's shape and dtype; or ``(y, residual_out)``
-        when a residual output is asked for. Zero rows return empty tensors
-        without a launch.
-
-    Autograd: gradients for x, residual and weight come from one fused Triton
-    backward (weight gradient reduced over rows in float32). Inside
-    ``torch.compile`` the op is a custom op (``torch.ops.fusedkernel``), traced
-    without a graph break (an argument error raised while tracing surfaces as
-    dynamo's ``Unsupported``, carrying the message below). Launches go to the
-    tensors' device and its current stream, so the op can be captured in CUDA
-    graphs. Inside a compiled graph a lazily negated graph input (e.g.
-    ``t.conj().imag``) loses its sign before any op sees it (torch.compile's
-    behaviour for every op): pass ``t.resolve_neg()``. No double backward (``create_graph=True`` builds a graph whose
-    second backward raises). Tensor subclasses and functorch transforms
-    (vmap, grad) are not supported.
+        y (contiguous, x's shape and dtype), or ``(y, residual_out)``.
 
     Raises:
-        NotImplementedError: forward-mode AD (a dual tensor with a tangent).
-        TypeError: non-tensor input, dtype not float32/float16/bfloat16,
-            residual dtype != x dtype, weight dtype not x's or float32, eps not
-            real, return_residual / inplace_residual not bools.
-        ValueError: shape mismatch, weight length != N, N == 0, tensors on
-            different devices, tensors not on CUDA (outside the Triton
-            interpreter), non-contiguous last dimension, a lazily negated
-            tensor, eps <= 0 or not finite, both residual outputs asked for,
-            inplace_residual with a gradient, with an inference-mode residual
-            outside inference mode, or with residual overlapping x (other than
-            x being residual), weight or itself.
+        TypeError: a non-tensor, an unsupported dtype or dtype mix, non-bool flags.
+        ValueError: shapes, devices, layouts, eps, both residual outputs, or an
+            in-place update that cannot be done safely (the message says which).
+        NotImplementedError: forward-mode AD.
 
-    Accumulation is float32 for every dtype, so float16 inputs whose squares
-    overflow float16 (|t| > 256) give finite, correct output. The float32 sum
-    of squares itself overflows when sum(t*t) over the row exceeds 3.4e38
-    (|t| around 1.8e19 / sqrt(N): 1.4e17 at N = 16384; float32 and bfloat16
-    inputs only); such rows come out as zeros, as they do in the float32
-    eager chain. So do rows whose mean square plus eps exceeds 3.4e38 (eps
-    itself may be up to float32's maximum).
+    Autograd, torch.compile (a custom op) and CUDA-graph capture work. Edge
+    cases (overflow, lazy negation views, in-place aliasing, zero rows,
+    64-bit offsets): docs/op.md.
     """
     eps = check_inputs(x, residual, weight, eps)
     if type(return_residual) is not bool or type(inplace_residual) is not bool:

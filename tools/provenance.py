@@ -396,7 +396,7 @@ def render(prov_dir: pathlib.Path, out: pathlib.Path) -> int:
     out.write_text(f"""<!doctype html><meta charset="utf-8"><title>fusedkernel provenance</title>
 <style>{STYLE}</style>
 <nav><a href="index.html">Benchmarks</a> · <a href="now.html">Where we stand now</a> ·
-<a href="index.html#regressions">Regressions</a></nav>
+<a href="regressions.html">Regressions</a></nav>
 <h1>Provenance of every benchmark run</h1>
 <p>Clocks are read (never set) with nvidia-smi at the start and end of each commit's run
 (the GPU idle), and every 0.5 s during it: "SM clock under load" summarizes the samples taken at

@@ -150,9 +150,9 @@ def regressions_page(regressed: dict, html_dir: pathlib.Path) -> str:
         for before, after, v_before, v_after in jumps:
             b = to_hash[str(before)] if before is not None else None
             a = to_hash[str(after)]
-            good = b or f"{a}^"
+            good = b[:10] if b else a[:10] + "^"  # one commit: asv names no "before"
             regex = "^" + entry.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")
-            cmd = f"python tools/bench.py bisect {good[:10]}..{a[:10]} {shlex.quote(regex)}"
+            cmd = f"python tools/bench.py bisect {good}..{a[:10]} {shlex.quote(regex)}"
             rows.append(f"<tr><td>{html.escape(entry)}</td><td><code>{(b or '')[:10]}..{a[:10]}</code></td>"
                         f"<td>{v_before:.4g} → {v_after:.4g} ({(v_after / v_before - 1) * 100:+.1f}%)</td>"
                         f"<td><code>{html.escape(cmd)}</code></td></tr>")
@@ -161,7 +161,8 @@ def regressions_page(regressed: dict, html_dir: pathlib.Path) -> str:
                                "</th><th>size</th><th>bisect</th></tr>" + "".join(rows) + "</table>")
 
 
-BAR = ('<div style="background:#f5f5f5;padding:4px 1em;font-family:sans-serif;font-size:13px">'
+BAR = ('<div style="position:fixed;bottom:0;left:0;right:0;z-index:10000;background:#f5f5f5;'
+       'border-top:1px solid #ccc;padding:4px 1em;font-family:sans-serif;font-size:13px">'
        '{nav} <span style="color:#555">The benchmark list shows each graph\'s latest level (asv\'s step fit), not '
        'the latest run: now.html has the latest run\'s values.</span></div>')
 

@@ -17,9 +17,7 @@ import subprocess
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-from benchmarks import _cases  # noqa: E402
-
+DTYPE_ORDER = ["bf16", "fp16", "fp32"]  # the suite's (benchmarks/_cases.py), without importing torch
 CLASSES = {"Forward": "forward", "ForwardResidual": "forward+residual", "Inference": "inference",
            "Training": "forward+backward"}
 PEERS = ["compiled", "liger", "eager"]
@@ -83,8 +81,10 @@ def rows(results, current: dict | None = None) -> list[Row]:
 
 
 def _order(case: str):
-    dtype, tokens, hidden = _cases.parse(case)
-    return (list(_cases.DTYPES).index(dtype), hidden, tokens)
+    """Sort key of "<dtype> <tokens>x<hidden>": dtype, then hidden size, then tokens."""
+    dtype, shape = case.split(" ")
+    tokens, hidden = (int(v) for v in shape.split("x"))
+    return (DTYPE_ORDER.index(dtype) if dtype in DTYPE_ORDER else len(DTYPE_ORDER), hidden, tokens)
 
 
 def load(path: pathlib.Path):

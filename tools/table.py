@@ -27,7 +27,8 @@ import report  # noqa: E402
 ROOT = report.ROOT
 
 
-def markdown(rows: list[report.Row]) -> str:
+def markdown(rows: list[report.Row], host: dict | None = None) -> str:
+    """One table per op; then the host ratio ({(op, case): host time / the floor's}) if given."""
     lines = []
     for op in report.CLASSES.values():
         mine = [r for r in rows if r.op == op]
@@ -41,6 +42,10 @@ def markdown(rows: list[report.Row]) -> str:
             lines.append(f"| {r.case} | {us} | {gbps} | {report.fmt(r.fraction)} | "
                          + " | ".join(report.fmt(r.peers.get(p), 2) for p in report.PEERS) + " |")
         lines.append("")
+    if host:
+        lines += ["### host time per synchronized decode call (shown, not flagged)", "",
+                  "| op | case | fused host time / floor's (torch.add or addcmul) |", "|---|---|---|"]
+        lines += [f"| {op} | {case} | {v:.2f} |" for (op, case), v in sorted(host.items())] + [""]
     return "\n".join(lines) or "(no results of the suite's current version for these commits)"
 
 
@@ -87,7 +92,12 @@ def main() -> None:
         raise SystemExit(f"no results for machine {a.machine} in {results}")
     names = a.commits or [report.commit_order(set(stored))[-1]]
     runs = [stored[resolve(n, stored)] for n in names]
-    print(markdown(merged_rows(runs, report.current_benchmarks(results))))
+    current = report.current_benchmarks(results)
+    host = {}
+    for res in runs:
+        if "add_rmsnorm.HostRatio.track_ratio" in res.get_result_keys(current):
+            host.update(report.values(res).get(("HostRatio", "track_ratio"), {}))
+    print(markdown(merged_rows(runs, current), host))
 
 
 if __name__ == "__main__":

@@ -1,51 +1,80 @@
-"""benchmarks/add_rmsnorm.py: what the host-time benchmarks call."""
+"""benchmarks/add_rmsnorm.py: what one class's measurement holds and what its benchmarks return."""
 
-import torch
+import json
+import re
+
+import pytest
 
 from benchmarks import _cases as cases
 from benchmarks import add_rmsnorm as suite
 
-SHAPE = cases.INTERPRETER_SHAPES[0] if cases.INTERPRET else cases.DECODE_SHAPES[1]
+CASE = cases.INTERPRETER_CASES[0] if cases.INTERPRET else "bf16 1x4096"
 
 
-def test_host_ratio_inplace_updates_one_residual_buffer_call_after_call():
-    fused = suite.HostRatioInplace().fused("fp32", SHAPE)
-    y, buf = fused()
-    before = buf.clone()
-    y2, buf2 = fused()
-    assert buf2 is buf and y2.shape == y.shape
-    x = cases.inputs("fp32", SHAPE)["x"] * 1e-3
-    torch.testing.assert_close(buf, before + x)
-    assert not torch.equal(cases.inputs("fp32", SHAPE)["r"], buf)  # the suite's shared inputs stay as made
+def names(cls):
+    """asv's "name(params)" of every benchmark of ``cls``."""
+    out = [f"add_rmsnorm.{cls.__name__}.track_ratio('{i}', '{c}')" for i in cls.params[0] for c in cls.params[1]]
+    return out + [f"add_rmsnorm.{cls.__name__}.{m}('{c}')" for m in ("track_time", "track_gbps")
+                  for c in getattr(cls, m).params[0]]
 
 
-def test_measure_all_times_each_implementation_of_a_case_together(monkeypatch):
-    # One case, three implementations (one unsupported): each supported one is
-    # warmed up and handed to one interleaved measurement with the case's floor.
-    runners = {}
+def test_each_op_has_its_own_setup_cache_and_params():
+    classes = [suite.Forward, suite.ForwardResidual, suite.Inference, suite.Training]
+    assert [c.op for c in classes] == cases.OPS
+    # asv keys a setup_cache by its source line: one line per class, or they would share a measurement.
+    lines = {c.setup_cache.__code__.co_firstlineno for c in classes}
+    assert len(lines) == 4
+    for c in classes:
+        assert c.params == [cases.IMPLS, cases.cases(c.op)]
+        assert c.track_time.params == c.track_gbps.params == [cases.cases(c.op)]
+    assert suite.Forward.version.startswith(suite.VERSION) and "interpreter-wall" in suite.Forward.version \
+        or not cases.INTERPRET
 
-    def runner(op, impl, dtype, shape):
+
+def test_a_selection_measures_only_what_some_selected_benchmark_needs(monkeypatch):
+    want = f"add_rmsnorm.Inference.track_ratio('fused', '{CASE}')"
+    monkeypatch.setenv("FUSEDKERNEL_BENCH_REGEX", json.dumps([re.escape(want)]))
+    regexes = suite._selection()
+    chosen = {(i, c) for i in cases.IMPLS for c in cases.cases("inference") if suite._wanted(suite.Inference, i, c,
+                                                                                              regexes)}
+    assert chosen == {("fused", CASE)}
+    # The fused op's time needs the fused op too; nothing selected means everything.
+    monkeypatch.setenv("FUSEDKERNEL_BENCH_REGEX", json.dumps([r"Inference\.track_time"]))
+    assert all(suite._wanted(suite.Inference, "fused", c, suite._selection()) for c in cases.cases("inference"))
+    assert not suite._wanted(suite.Inference, "eager", CASE, suite._selection())
+    monkeypatch.setenv("FUSEDKERNEL_BENCH_REGEX", "[]")
+    assert suite._wanted(suite.Inference, "eager", CASE, suite._selection())
+
+
+def test_measure_returns_rounds_per_implementation_and_records_a_failing_case(monkeypatch):
+    monkeypatch.setenv("FUSEDKERNEL_BENCH_REGEX", "[]")
+    monkeypatch.setattr(cases, "cases", lambda op: ["bf16 1x64", "fp32 8x1000"])
+    monkeypatch.setattr(cases, "IMPLS", ["fused", "liger", "eager"])
+    real_runner = cases.runner
+
+    def runner(op, impl, case):
         if impl == "liger":
             raise NotImplementedError
-        runners[impl] = lambda: None
-        return runners[impl]
+        if case == "fp32 8x1000":
+            raise RuntimeError("planted")
+        return real_runner(op, impl, case)
 
-    floor = lambda: None  # noqa: E731
-    measured, warmed = [], []
-
-    def case_medians(fns, fl):
-        measured.append((dict(fns), fl))
-        return {impl: (len(impl), 1.0) for impl in fns}
-
-    monkeypatch.setattr(cases, "cases", lambda: [("bf16", "4x64")])
-    monkeypatch.setattr(cases, "OPS", ["forward"])
-    monkeypatch.setattr(cases, "IMPLS", ["fused", "liger", "eager"])
     monkeypatch.setattr(cases, "runner", runner)
-    monkeypatch.setattr(cases, "floor", lambda op, dtype, shape: floor)
-    monkeypatch.setattr(suite, "prewarm", lambda jobs, workers: None)
-    monkeypatch.setattr(suite, "warm_up", lambda fn, seconds: warmed.append(fn))
-    monkeypatch.setattr(suite, "interleaved_case_medians", case_medians)
-    out = suite.measure_all()
-    assert measured == [({"fused": runners["fused"], "eager": runners["eager"]}, floor)]
-    assert set(warmed) == {runners["fused"], runners["eager"], floor}
-    assert out == {("forward", "fused", "bf16", "4x64"): (5, 1.0), ("forward", "eager", "bf16", "4x64"): (5, 1.0)}
+    monkeypatch.setattr(suite, "warm_up", lambda fn, seconds: None)
+    data = suite.measure(suite.Forward)
+    assert set(data) == {("fused", "bf16 1x64"), ("eager", "bf16 1x64"), ("failed", "fp32 8x1000")}
+    op_s, floor_s = data["fused", "bf16 1x64"]
+    from benchmarks._measure import ROUNDS
+    assert len(op_s) == len(floor_s) == ROUNDS and min(op_s + floor_s) > 0
+    assert "RuntimeError: planted" in data["failed", "fp32 8x1000"]
+
+    bench = suite.Forward()
+    bench.setup(data, "fused", "bf16 1x64")
+    out = bench.track_ratio(data, "fused", "bf16 1x64")
+    assert out["number"] == 1 and out["samples"] == [o / f for o, f in zip(op_s, floor_s)]
+    assert bench.track_time(data, "bf16 1x64")["samples"] == [o * 1e6 for o in op_s]
+    assert bench.track_gbps(data, "bf16 1x64") > 0
+    with pytest.raises(NotImplementedError):  # asv: skipped
+        bench.setup(data, "liger", "bf16 1x64")
+    with pytest.raises(RuntimeError, match="planted"):  # asv: failed, this case only
+        bench.setup(data, "fused", "fp32 8x1000")

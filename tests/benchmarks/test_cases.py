@@ -1,72 +1,110 @@
-"""benchmarks/_cases.py: the suite's inputs, runners, floors and traffic model."""
+"""benchmarks/_cases.py: the grid, inputs, runners, floors and traffic model."""
 
 import pytest
 import torch
 
 from benchmarks import _cases as cases
-
 from helpers import assert_matches_reference
 
-# A shape this host runs: the small interpreter shape, or decode on a GPU.
-SHAPE = cases.INTERPRETER_SHAPES[0] if cases.INTERPRET else cases.DECODE_SHAPES[1]
+CASE = cases.INTERPRETER_CASES[0] if cases.INTERPRET else "bf16 64x4096"
 
 
-def test_each_mode_runs_only_its_own_shapes():
-    mine, theirs = (cases.INTERPRETER_SHAPES, cases.GPU_SHAPES) if cases.INTERPRET else \
-        (cases.GPU_SHAPES, cases.INTERPRETER_SHAPES)
-    for shape in mine:
-        cases.check_runs_here(shape)
-    for shape in theirs:
-        with pytest.raises(NotImplementedError, match="is for"):
-            cases.check_runs_here(shape)
-    assert {s for _, s in cases.cases()} == set(mine)
+def test_the_gpu_grid_covers_real_model_widths_and_token_counts():
+    for op in cases.OPS:
+        grid = cases.gpu_cases(op)
+        assert len(grid) == len(set(grid))
+        widths = {cases.parse(c)[2] for c in grid if c.startswith("bf16")}
+        assert {2048, 2880, 4096, 5120, 7168, 8192, 16384, 65536} <= widths
+        tokens = {cases.parse(c)[1] for c in grid}
+        assert tokens == ({8192, 1024} if op == "forward+backward" else {1, 8, 64, 512, 8192, 1024})
+        # bf16 everywhere; fp16 and fp32 on a subset that has a non-power-of-two width.
+        assert {c.split()[0] for c in grid} == {"bf16", "fp16", "fp32"}
+        assert any(c.startswith("fp32") and c.endswith("x5120") for c in grid)
 
 
-def test_inputs_are_seeded_and_made_once():
-    first = cases.inputs("fp32", SHAPE)
-    assert cases.inputs("fp32", SHAPE) is first
+def test_each_mode_runs_its_own_cases():
+    want = cases.INTERPRETER_CASES if cases.INTERPRET else cases.gpu_cases("forward")
+    assert cases.cases("forward") == want
+
+
+@pytest.mark.parametrize("bad", ["bf16 1x", "bf16", "int8 1x64", "bf16 0x64", "bf16 1x64 extra"])
+def test_a_malformed_case_is_refused_by_name(bad):
+    with pytest.raises(ValueError, match="a case is '<dtype> <tokens>x<hidden>'"):
+        cases.parse(bad)
+
+
+def test_inputs_are_seeded_made_once_and_each_copy_differs():
+    d, t, n = cases.parse(CASE)
+    first = cases.inputs(d, t, n)
+    assert cases.inputs(d, t, n) is first
     kept = {k: v.clone() for k, v in first.items()}
     cases.inputs.cache_clear()
-    again = cases.inputs("fp32", SHAPE)
+    again = cases.inputs(d, t, n)
     assert all(torch.equal(again[k], kept[k]) for k in kept)
-    rows, n = cases.parse_shape(SHAPE)
-    assert again["x"].shape == (rows, n) and again["w"].shape == (n,)
+    assert again["x"].shape == (t, n) and again["w"].shape == (n,)
+    assert not torch.equal(cases.inputs(d, t, n, 1)["x"], again["x"])
+
+
+def test_decode_cases_rotate_over_copies_that_fit_l2(monkeypatch):
+    monkeypatch.setattr(cases, "INTERPRET", False)
+    assert cases.copies("bf16 1x4096") == cases.ROTATE
+    assert cases.copies("bf16 8192x4096") == 1  # prefill: L2 flushed, no rotation
+    for case in ("bf16 64x5120", "bf16 512x16384", "fp32 64x5120"):
+        d, t, n = cases.parse(case)
+        k = cases.copies(case)
+        assert 1 <= k <= cases.ROTATE and (k == 1 or k * 5 * t * n * cases.DTYPES[d].itemsize <= cases.L2_SHARE)
+    monkeypatch.setattr(cases, "INTERPRET", True)
+    assert cases.copies("bf16 1x4096") == 1
+
+
+def test_a_rotating_runner_cycles_through_its_calls():
+    seen = []
+    fn = cases._rotating([lambda: seen.append(0), lambda: seen.append(1), lambda: seen.append(2)])
+    for _ in range(7):
+        fn()
+    assert seen == [0, 1, 2, 0, 1, 2, 0]
 
 
 @pytest.mark.parametrize("impl", ["fused", "eager"])
-@pytest.mark.parametrize("dtype", list(cases.DTYPES))
-def test_runners_run_each_op(impl, dtype):
-    t = cases.inputs(dtype, SHAPE)
-    assert_matches_reference(cases.runner("forward", impl, dtype, SHAPE)(), t["x"], t["r"], t["w"], cases.EPS)
-    y, res = cases.runner("forward+residual", impl, dtype, SHAPE)()
-    assert_matches_reference(y, t["x"], t["r"], t["w"], cases.EPS)
-    torch.testing.assert_close(res.float(), t["x"].float() + t["r"].float(), rtol=1e-2, atol=1e-2)
-    dx, dr, dw = cases.runner("forward+backward", impl, dtype, SHAPE)()
-    assert dx.shape == dr.shape == t["x"].shape and dw.shape == t["w"].shape
+def test_runners_run_each_op(impl):
+    d, t, n = cases.parse(CASE)
+    x = cases.inputs(d, t, n)
+    assert_matches_reference(cases.runner("forward", impl, CASE)(), x["x"], x["r"], x["w"], cases.EPS)
+    y, res = cases.runner("forward+residual", impl, CASE)()
+    assert_matches_reference(y, x["x"], x["r"], x["w"], cases.EPS)
+    torch.testing.assert_close(res.float(), x["x"].float() + x["r"].float(), rtol=1e-2, atol=1e-2)
+    dx, dr, dw = cases.runner("forward+backward", impl, CASE)()
+    assert dx.shape == dr.shape == x["x"].shape and dw.shape == x["w"].shape
     torch.testing.assert_close(dx, dr)  # x + residual: the same gradient
 
 
-@pytest.mark.skipif(not cases.INTERPRET, reason="the interpreter's refusal")
-def test_liger_is_skipped_in_the_interpreter():
-    with pytest.raises(NotImplementedError, match="interpreter"):
-        cases.runner("forward", "liger", "fp32", SHAPE)
+@pytest.mark.parametrize("impl", ["fused", "eager"])
+def test_the_inference_call_updates_its_own_residual_buffer_in_place(impl):
+    d, t, n = cases.parse(CASE)
+    x = cases.inputs(d, t, n)
+    before = x["r"].clone()
+    run = cases.runner("inference", impl, CASE)
+    y1, y2 = run(), run()
+    assert y1.shape == x["x"].shape and not torch.equal(y1, y2)  # the residual moved between the calls
+    assert torch.equal(x["r"], before)  # the suite's shared inputs stay as made
 
 
 def test_floors_are_the_same_bytes_torch_ops():
-    t = cases.inputs("fp32", SHAPE)
-    x, r, z = t["x"], t["r"], t["z"]
-    torch.testing.assert_close(cases.floor("forward", "fp32", SHAPE)(), x + r, rtol=0, atol=0)
-    torch.testing.assert_close(cases.floor("forward+residual", "fp32", SHAPE)(), torch.addcmul(x, r, z),
-                               rtol=0, atol=0)
-    add, addcmul = cases.floor("forward+backward", "fp32", SHAPE)()
-    torch.testing.assert_close(addcmul, torch.addcmul(x, r, z), rtol=0, atol=0)
+    d, t, n = cases.parse(CASE)
+    x = cases.inputs(d, t, n)
+    xx, r, z = x["x"], x["r"], x["z"]
+    torch.testing.assert_close(cases.floor("forward", CASE)(), xx + r, rtol=0, atol=0)
+    for op in ("forward+residual", "inference"):
+        torch.testing.assert_close(cases.floor(op, CASE)(), torch.addcmul(xx, r, z), rtol=0, atol=0)
+    _, addcmul = cases.floor("forward+backward", CASE)()
+    torch.testing.assert_close(addcmul, torch.addcmul(xx, r, z), rtol=0, atol=0)
 
 
 def test_bytes_moved_follow_the_traffic_model():
-    # Module docstring: forward reads x and residual and writes y (3 row-trips) and reads the weight;
-    # forward+residual also writes x + residual (4); forward+backward adds dy, x, residual read and dx
-    # written (7), the backward reading the weight again and writing dweight (3 weight trips).
-    rows, n = 16384, 4096
-    for op, trips, weights in (("forward", 3, 1), ("forward+residual", 4, 1), ("forward+backward", 7, 3)):
-        assert cases.bytes_moved(op, "bf16", f"{rows}x{n}") == (trips * rows + weights) * n * 2
-        assert cases.bytes_moved(op, "fp32", f"{rows}x{n}") == (trips * rows + weights) * n * 4
+    # Module docstring: forward 3 row-trips and a weight read; forward+residual and inference 4;
+    # forward+backward 7, the backward reading the weight again and writing dweight (3 weight trips).
+    t, n = 8192, 5120
+    for op, trips, weights in (("forward", 3, 1), ("forward+residual", 4, 1), ("inference", 4, 1),
+                               ("forward+backward", 7, 3)):
+        assert cases.bytes_moved(op, f"bf16 {t}x{n}") == (trips * t + weights) * n * 2
+        assert cases.bytes_moved(op, f"fp32 {t}x{n}") == (trips * t + weights) * n * 4

@@ -13,8 +13,8 @@ from helpers import rand, reference
 RTOL = {torch.float32: 2e-5, torch.float16: 3 * 2.0**-10, torch.bfloat16: 3 * 2.0**-7}
 
 
-def impl(name, return_residual=False, n=40, eps=1e-5):
-    return _peers.implementation(name, return_residual, n, eps, INTERPRET)
+def impl(name, op="forward", n=40, eps=1e-5):
+    return _peers.implementation(name, op, n, eps, INTERPRET)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
@@ -32,7 +32,7 @@ def test_peer_returns_residual_sum_and_differentiates(name, device):
     x = rand((6, 48), torch.float32, device, seed=4).requires_grad_()
     r = rand((6, 48), torch.float32, device, seed=5).requires_grad_()
     w = rand((48,), torch.float32, device, seed=6).requires_grad_()
-    y, t = impl(name, return_residual=True, n=48)(x, r, w)
+    y, t = impl(name, "forward+residual", n=48)(x, r, w)
     torch.testing.assert_close(t, x + r)
     torch.testing.assert_close(y, reference(x, r, w, eps=1e-5), rtol=RTOL[torch.float32], atol=1e-5)
     gx, gr, gw = torch.autograd.grad(y.sum(), (x, r, w))
@@ -42,22 +42,34 @@ def test_peer_returns_residual_sum_and_differentiates(name, device):
         torch.testing.assert_close(got.double(), want, rtol=1e-4, atol=1e-5)
 
 
-def test_unknown_implementation_is_refused():
+@pytest.mark.parametrize("name", ["fused", "eager", "compiled"])
+def test_the_inference_call_writes_the_residual_sum_in_place(name, device):
+    x, r = rand((4, 40), torch.float32, device, seed=10), rand((4, 40), torch.float32, device, seed=11)
+    w = rand((40,), torch.float32, device, seed=12)
+    want_r, want_y = x + r, reference(x, r, w, eps=1e-5)
+    y = impl(name, "inference")(x, r, w)
+    torch.testing.assert_close(r, want_r)
+    torch.testing.assert_close(y, want_y, rtol=RTOL[torch.float32], atol=1e-5)
+
+
+def test_unknown_implementation_or_op_is_refused():
     with pytest.raises(ValueError, match="impl must be one of"):
         impl("cublas")
+    with pytest.raises(ValueError, match="op must be one of"):
+        impl("eager", "backward")
 
 
 def test_liger_is_skipped_where_it_cannot_run():
     with pytest.raises(NotImplementedError, match="hidden size <= 65536"):
-        _peers.implementation("liger", False, 65537, 1e-6, False)
+        _peers.implementation("liger", "forward", 65537, 1e-6, False)
     with pytest.raises(NotImplementedError, match="interpreter"):
-        _peers.implementation("liger", False, 64, 1e-6, True)
+        _peers.implementation("liger", "forward", 64, 1e-6, True)
 
 
 @pytest.mark.skipif(importlib.util.find_spec("liger_kernel") is not None, reason="liger-kernel is installed")
 def test_liger_missing_is_a_skip_naming_the_package():
     with pytest.raises(NotImplementedError, match="pip install liger-kernel==0.8.5"):
-        _peers.implementation("liger", False, 64, 1e-6, False)
+        _peers.implementation("liger", "forward", 64, 1e-6, False)
 
 
 @pytest.mark.cuda
@@ -66,6 +78,6 @@ def test_liger_missing_is_a_skip_naming_the_package():
 def test_liger_matches_reference_on_gpu(dtype):
     x, r = rand((64, 4096), dtype, "cuda", seed=7), rand((64, 4096), dtype, "cuda", seed=8)
     w = rand((4096,), dtype, "cuda", seed=9)
-    y, t = impl("liger", n=4096)(x, r, w)
+    y, t = impl("liger", "forward+residual", n=4096)(x, r, w)
     torch.testing.assert_close(t, x + r)
     torch.testing.assert_close(y.float(), reference(x, r, w, eps=1e-5), rtol=RTOL[dtype], atol=1e-3)

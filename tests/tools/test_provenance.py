@@ -315,7 +315,7 @@ def test_page_layout_sections_order_and_navigation(tmp_path):
     assert re.findall(r"<h2[^>]*>([^<]+)</h2>", page) == ["cpu-triton-interpreter", "nvidia-h200"]
     assert page.count("<details>") == 4 and page.count("<table>") == 2
     nav = page[page.index("<nav>"):page.index("</nav>")]
-    assert all(f'href="{h}"' in nav for h in ("index.html", "now.html", "index.html#regressions"))
+    assert all(f'href="{h}"' in nav for h in ("index.html", "now.html", "regressions.html"))
     assert "table-layout:fixed" in page and "overflow-wrap:anywhere" in page
     assert len(re.findall(r"<th>", page)) == 2 * 8   # eight main columns per machine
 

@@ -1,37 +1,34 @@
-"""Site test: the published site of each recorded detection experiment, in a browser.
+"""Site test: the published site of the recorded detection history, in a browser.
 
-For every record under ``docs/detection/<machine>/`` (written by
-``tools/detection_experiment.py --record``): rebuild the experiment's scratch
-history from the recorded base (the hashes must match the record), copy the
-recorded asv results in, ``tools/bench.py publish``, serve the site on
-localhost and open it in headless Chromium (Debian's, through Playwright):
+``docs/detection/nvidia-h200/`` (``tools/detection_experiment.py analyze
+--record``) holds a scratch history of real commits (8 unchanged, then a
+10% slowdown that stays) and asv results made from processes measured on
+the H200. The test rebuilds the history from its base (the hashes must
+match), puts this checkout's tools, suite and config into it, adds the same
+values under an interpreter machine (CPU runs) and one provenance record,
+publishes, serves the site on localhost and opens it in headless Chromium
+(Debian's, through Playwright). It checks:
 
-- the graph of the benchmark the experiment ran, at its parameter combination,
-  has exactly one plotted point per experiment commit (read from the flot plot
-  in the page);
-- the Regressions view lists the slow commit and no other experiment commit.
+- now.html shows the fused op for the GPU machine and links to the run's
+  provenance, which shows that run;
+- regressions.html flags the slow commit and no other, with its bisect
+  command; published from the unchanged commits alone it says "No regressions";
+- the GPU graph has one line, one point per commit: the interpreter's values
+  are not drawn on it (they have a site of their own);
+- the site asks for nothing outside localhost.
 
-Screenshots of both pages go to $FUSEDKERNEL_ARTIFACTS (default
+Screenshots of each page go to $FUSEDKERNEL_ARTIFACTS (default
 ``test-artifacts/``). Skipped when Chromium or Playwright is missing, unless
 FUSEDKERNEL_REQUIRE_BROWSER=1 (CI), where that is a failure.
-
-The site must render offline: every request outside localhost is refused and
-listed. ``tools/bench.py publish`` makes the site self-contained
-(``tools/site_offline.py``); records made before it existed are published
-by their own commit's bench.py, so the test applies the current
-``make_offline`` to every site it opens.
 """
 
 from __future__ import annotations
 
 import functools
 import http.server
-import itertools
 import json
-import math
 import os
 import pathlib
-import re
 import shutil
 import subprocess
 import sys
@@ -43,19 +40,19 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
 import detection_experiment as experiment  # noqa: E402
-import site_offline  # noqa: E402
+import provenance  # noqa: E402
 
 CHROMIUM = os.environ.get("FUSEDKERNEL_CHROMIUM", "/usr/bin/chromium")
 REQUIRE_BROWSER = os.environ.get("FUSEDKERNEL_REQUIRE_BROWSER") == "1"
 ARTIFACTS = pathlib.Path(os.environ.get("FUSEDKERNEL_ARTIFACTS") or ROOT / "test-artifacts")
-RECORDS = sorted(p.parent for p in (ROOT / "docs" / "detection").glob("*/summary.json"))
+RECORD = ROOT / "docs" / "detection" / "nvidia-h200"
 # As root, in a closed network: no sandbox, no background connections (see .ci/run).
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 TIMEOUT_MS = 60_000
 
+
 def _browser_or_skip():
-    """sync_playwright, or skip (fail under FUSEDKERNEL_REQUIRE_BROWSER=1) with the reason."""
     why = None
     if not os.access(CHROMIUM, os.X_OK):
         why = f"no Chromium at {CHROMIUM} (apt-get install chromium)"
@@ -76,161 +73,157 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
-def _serve(directory: pathlib.Path):
-    server = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(directory)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    return server, thread
-
-
-def _measured_combinations(results_dir: pathlib.Path, bench: str) -> tuple[str, set[tuple[str, ...]]]:
-    """(asv benchmark name, parameter combinations with a value in any result file)."""
-    names, combos = set(), set()
-    for path in results_dir.glob("*.json"):
-        data = json.loads(path.read_text())
-        if "results" not in data:
-            continue  # machine.json
-        cols = data["result_columns"]
-        for name, row in data["results"].items():
-            if not re.search(bench, name):
-                continue
-            names.add(name)
-            row = dict(zip(cols, row))
-            for combo, value in zip(itertools.product(*row["params"]), row["result"] or []):
-                if value is not None and math.isfinite(value):  # asv writes NaN for "not run here"
-                    combos.add(combo)
-    assert len(names) == 1, f"expected one benchmark named like {bench!r} in {results_dir}, got {names}"
-    return names.pop(), combos
-
-
-def _graph_hash(name: str, param_names: list[str], combo: tuple[str, ...]) -> str:
-    params = "&".join(f"p-{urllib.parse.quote(k)}={urllib.parse.quote(v)}" for k, v in zip(param_names, combo))
-    return f"#{name}?{params}"
-
-
-GRAPH_SERIES_JS = """() => {
-    const plot = window.jQuery && jQuery('#main-graph').data('plot');
-    if (!plot) return null;
-    const series = plot.getData().map(s => ({
-        label: s.label,
-        hashes: s.data.filter(p => p[1] !== null && p[1] !== undefined && !Number.isNaN(p[1]))
-                      .map(p => $.asv.main_json.revision_to_hash[p[0]] || ('revision ' + p[0])),
-    }));
-    return series.some(s => s.hashes.length) ? series : null;
-}"""
-
-REGRESSIONS_JS = """() => {
-    const body = document.querySelector('#regressions-body');
-    if (!body || !body.querySelector('.regression-div')) return null;
-    const rows = Array.from(body.querySelectorAll('.regression-div table:not(.ignored) > tbody > tr'))
-        .map(tr => Array.from(tr.children).map(td => td.innerText.trim()));
-    return {rows: rows, text: body.innerText, hash_length: $.asv.main_json.hash_length};
-}"""
-
-
-@pytest.mark.parametrize("record", RECORDS or [None], ids=[r.name for r in RECORDS] or ["none"])
-def test_published_site(record, tmp_path, capsys):
-    assert record is not None, "no detection experiment record under docs/detection/*/summary.json"
-    sync_playwright = _browser_or_skip()
-    summary = json.loads((record / "summary.json").read_text())
-    args, machine = summary["args"], summary["machine"]
-
-    # The experiment's history, rebuilt from its base: the same commits as recorded.
-    repo = tmp_path / "repo"
+@pytest.fixture(scope="module")
+def history(tmp_path_factory):
+    """(scratch repo with this checkout's tools, the record's summary) ; results not yet copied."""
+    summary = json.loads((RECORD / "summary.json").read_text())
+    raw = json.loads((RECORD / "raw.json").read_text())
+    repo = tmp_path_factory.mktemp("site") / "repo"
     try:
-        commits = experiment.make_history(repo, args["commits"], args["slow"], args["elems"], summary["base"])
+        commits = experiment.make_history(repo, summary["base"], summary["levels"], raw["delays"])
     except experiment.BaseMissing as e:
-        pytest.fail(f"cannot rebuild the history of {record.name}: {e}")
-    assert commits == summary["commits"], (
-        f"the history rebuilt from base {summary['base'][:12]} differs from {record}/summary.json "
-        "(did make_history change since the record? then record the experiment again)")
-    slow = summary["slow_commit"]
-    assert slow == commits[args["slow"] - 1]
+        pytest.fail(f"cannot rebuild the recorded history: {e}")
+    assert commits == summary["commits"], "the rebuilt history differs from summary.json: record it again"
+    for path in ("tools", "benchmarks"):
+        shutil.rmtree(repo / path)
+        shutil.copytree(ROOT / path, repo / path, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "asv.conf.json", repo / "asv.conf.json")
+    return repo, summary
 
-    # Publish the recorded results in it.
-    shutil.copytree(record / "results", repo / "results", dirs_exist_ok=True)
-    out = subprocess.run([sys.executable, "tools/bench.py", "publish"], cwd=repo, capture_output=True, text=True,
-                         check=False)
+
+def _publish(repo: pathlib.Path, commits: list[str], machine: str):
+    """Copy the record's results of ``commits`` (GPU, and the same values as an interpreter machine); publish."""
+    for folder in (repo / "results", repo / ".asv"):
+        shutil.rmtree(folder, ignore_errors=True)
+    src = RECORD / "results"
+    (repo / "results" / machine).mkdir(parents=True)
+    shutil.copy(src / "benchmarks.json", repo / "results" / "benchmarks.json")
+    shutil.copy(src / machine / "machine.json", repo / "results" / machine / "machine.json")
+    interp = repo / ".asv" / "interpreter" / "results"
+    (interp / "cpu-triton-interpreter").mkdir(parents=True)
+    shutil.copy(src / "benchmarks.json", interp / "benchmarks.json")
+    mj = json.loads((src / machine / "machine.json").read_text())
+    (interp / "cpu-triton-interpreter" / "machine.json").write_text(json.dumps({**mj, "machine": "cpu-triton-interpreter"}))
+    for path in src.glob(f"{machine}/*-*.json"):
+        data = json.loads(path.read_text())
+        if data["commit_hash"] in commits:
+            shutil.copy(path, repo / "results" / machine / path.name)
+            data["params"]["machine"] = "cpu-triton-interpreter"
+            (interp / "cpu-triton-interpreter" / path.name).write_text(json.dumps(data))
+    out = subprocess.run([sys.executable, "tools/bench.py", "publish"], cwd=repo, capture_output=True, text=True)
     assert out.returncode == 0, f"publish failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
-    html = repo / ".asv" / "html"
-    assert site_offline.make_offline(html) == [], "the published site still loads files from outside"
-    bench_name, combos = _measured_combinations(repo / "results" / machine, args["bench"].split("[(]")[0])
-    assert combos, f"no values for {bench_name} in {record}/results/{machine}"
-    param_names = json.loads((html / "index.json").read_text())["benchmarks"][bench_name]["param_names"]
+    return repo / ".asv" / "html"
 
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    shots = []
-    server, thread = _serve(html)
-    base_url = f"http://127.0.0.1:{server.server_address[1]}"
-    unserved = []
 
-    def route(route):
-        url = route.request.url
-        if url.startswith(base_url + "/"):
+class _Site:
+    """The published site served on localhost, opened in Chromium; requests outside localhost are refused."""
+
+    def __init__(self, sync_playwright, html: pathlib.Path, profile: pathlib.Path):
+        handler = functools.partial(_QuietHandler, directory=str(html))
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.unserved, self.errors = [], []
+        self.pw = sync_playwright().start()
+        self.context = self.pw.chromium.launch_persistent_context(
+            str(profile), executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
+            viewport={"width": 1366, "height": 800})
+        self.context.route("**/*", self._route)
+
+    def _route(self, route):
+        if route.request.url.startswith(self.base + "/"):
             return route.continue_()
-        unserved.append(url)
+        self.unserved.append(route.request.url)
         return route.abort()
 
+    def open(self, path: str, js: str, what: str, shot: str):
+        for old in self.context.pages:  # a page left loading in the background must not report into this one
+            old.close()
+        page = self.context.new_page()
+        page.on("pageerror", lambda e: self.errors.append(f"{path}: {e}"))
+        page.goto(f"{self.base}/{path}")
+        try:
+            value = page.wait_for_function(js, timeout=TIMEOUT_MS).json_value()
+        except Exception as e:
+            raise AssertionError(f"{what} did not render: {e}; page errors {self.errors}; "
+                                 f"outside addresses {self.unserved}") from e
+        page.wait_for_timeout(300)
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / shot), full_page=True)
+        print(f"\nsite test screenshot: {ARTIFACTS / shot}", end="")
+        return page, value
+
+    def close(self):
+        self.context.close()
+        self.pw.stop()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+# The navigation bar is on top where it is drawn (not under asv's own fixed navbar).
+BAR_SEEN_JS = """() => { const b = document.getElementById('fk-bar'); const r = b.getBoundingClientRect();
+    return b.contains(document.elementFromPoint(r.left + 5, r.top + r.height / 2)); }"""
+TEXT_JS = "() => document.body && document.body.innerText.length > 50 ? document.body.innerText : null"
+GRAPH_JS = """() => {
+    const plot = window.jQuery && jQuery('#main-graph').data('plot');
+    if (!plot) return null;
+    const series = plot.getData().map(s => ({label: s.label,
+        hashes: s.data.filter(p => p[1] !== null && !Number.isNaN(p[1]))
+                      .map(p => $.asv.main_json.revision_to_hash[p[0]])}));
+    return series.some(s => s.hashes.length) ? {series: series, machines: Object.keys($.asv.main_json.params.machine
+        ? Object.fromEntries($.asv.main_json.params.machine.map(m => [m, 1])) : {})} : null;
+}"""
+
+
+def test_published_site(history, tmp_path):
+    sync_playwright = _browser_or_skip()
+    repo, summary = history
+    machine, commits, slow = summary["machine"], summary["commits"], summary["slow_commit"]
+    entry = summary["flagged_entries"][-1]  # Inference, prefill
+    html = _publish(repo, commits, machine)
+    provenance.record(repo / "provenance" / machine, machine, commits[-1], "gpu", {"gpu": "NVIDIA H200"}, {},
+                      "2026-12-01T12:00:00+00:00")
+    assert subprocess.run([sys.executable, "tools/bench.py", "publish"], cwd=repo, capture_output=True).returncode == 0
+    anchor = provenance.anchor(next((repo / "provenance" / machine).glob("*.json")))
+    site = _Site(sync_playwright, html, tmp_path / "profile")
     try:
-        with sync_playwright() as p:
-            context = p.chromium.launch_persistent_context(
-                str(tmp_path / "chromium-profile"), executable_path=CHROMIUM, headless=True,
-                args=CHROMIUM_ARGS, viewport={"width": 1400, "height": 900})
-            try:
-                context.route("**/*", route)
-                errors = []
+        # now.html: the fused op for the GPU machine, linked to its graph and to the run's provenance.
+        page, text = site.open("now.html", TEXT_JS, "now.html", "site-now.png")
+        assert machine in text and "inference" in text and "bf16 8192x8192" in text and "REGRESSED" in text
+        assert "Not performance history" in text  # the interpreter's section says what it is
+        links = page.eval_on_selector_all("a", "els => els.map(e => e.getAttribute('href'))")
+        assert f"provenance.html#{anchor}" in links
+        assert any(h.startswith("index.html#add_rmsnorm.Inference.track_ratio?machine=nvidia-h200") for h in links)
+        page, text = site.open(f"provenance.html#{anchor}", TEXT_JS, "provenance.html", "site-provenance.png")
+        assert commits[-1][:10] in text and page.locator(f"[id='{anchor}']").count() == 1
 
-                def open_page(fragment, js, what):
-                    """A new page at index.html + fragment; the value of js once it is truthy."""
-                    page = context.new_page()
-                    page.on("pageerror", lambda e: errors.append(str(e)))
-                    page.goto(f"{base_url}/index.html{fragment}")
-                    try:
-                        value = page.wait_for_function(js, timeout=TIMEOUT_MS).json_value()
-                    except Exception as e:
-                        raise AssertionError(f"{what} did not render: {e}\npage errors: {errors}\n"
-                                             f"outside addresses not served: {unserved}") from e
-                    page.wait_for_timeout(300)  # let the last paint land before the screenshot
-                    return page, value
+        # regressions.html: the slow commit, and no other experiment commit, with the bisect command.
+        page, text = site.open("regressions.html", TEXT_JS, "regressions.html", "site-regressions.png")
+        listed = [c[:10] for c in commits if c[:10] in text]
+        assert listed == [slow[:10]], f"regressions.html lists {listed}, expected only {slow[:10]}"
+        assert "python tools/bench.py bisect" in text and entry.split("(")[0] in text
 
-                # (a) One point per experiment commit in the graph of each measured combination.
-                for combo in sorted(combos):
-                    page, series = open_page(_graph_hash(bench_name, param_names, combo), GRAPH_SERIES_JS,
-                                             f"the graph of {bench_name}{combo}")
-                    shot = ARTIFACTS / f"site-{record.name}-graph-{'-'.join(c.strip(chr(39)) for c in combo)}.png"
-                    page.screenshot(path=str(shot))
-                    shots.append(shot)
-                    plotted = [s for s in series if s["hashes"]]
-                    assert len(plotted) == 1, f"expected one plotted line for {combo}, got {plotted}"
-                    points = plotted[0]["hashes"]
-                    missing = [c[:8] for c in commits if c not in points]
-                    extra = [h[:8] if len(h) == 40 else h for h in points if h not in commits]
-                    assert points == commits, (
-                        f"graph of {bench_name}{combo} shows {len(points)} points, expected one for each of "
-                        f"the {len(commits)} experiment commits; missing {missing}, not in the experiment "
-                        f"{extra} (screenshot {shot})")
-
-                # (b) The Regressions view lists the slow commit and no other experiment commit.
-                page, regressions = open_page("#regressions", REGRESSIONS_JS, "the Regressions view")
-                shot = ARTIFACTS / f"site-{record.name}-regressions.png"
-                page.screenshot(path=str(shot), full_page=True)
-                shots.append(shot)
-                n = regressions["hash_length"]
-                listed = [c[:n] for c in commits if c[:n] in regressions["text"]]
-                assert listed == [slow[:n]], (
-                    f"Regressions view lists experiment commits {listed}, expected only the slow "
-                    f"{slow[:n]}; rows: {regressions['rows']} (screenshot {shot})")
-                rows = [r for r in regressions["rows"] if r and r[0].startswith(bench_name) and slow[:n] in r]
-                assert rows, f"no row of {bench_name} at {slow[:n]} in {regressions['rows']}"
-                assert not errors, f"JavaScript errors in the site's pages: {errors}"
-                assert not unserved, f"the site asked for files outside localhost: {unserved}"
-            finally:
-                context.close()
+        # The GPU graph: one line (this machine only), one point per commit.
+        case = entry.split("'")[3]
+        fragment = ("#" + entry.split("(")[0] + "?machine=" + machine + "&p-impl=" + urllib.parse.quote("'fused'")
+                    + "&p-case=" + urllib.parse.quote(f"'{case}'"))
+        page, graph = site.open("index.html" + fragment, GRAPH_JS, "the GPU graph", "site-graph.png")
+        plotted = [s for s in graph["series"] if s["hashes"]]
+        assert len(plotted) == 1 and plotted[0]["hashes"] == commits
+        assert list(graph["machines"]) == [machine], "the interpreter's machine is on the GPU site"
+        page, text = site.open("index.html", TEXT_JS, "the index", "site-index.png")
+        assert "not the latest run" in text and page.evaluate(BAR_SEEN_JS), "the bar to now.html is hidden"
+        page, text = site.open("interpreter/index.html", TEXT_JS, "the interpreter site", "site-interpreter.png")
+        assert not site.errors, f"JavaScript errors: {site.errors}"
+        assert not site.unserved, f"the site asked for files outside localhost: {site.unserved}"
     finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
-        with capsys.disabled():
-            for shot in shots:
-                print(f"\nsite test screenshot: {shot}", end="")
+        site.close()
+
+    # Published from the unchanged commits alone: no regressions, said so.
+    html = _publish(repo, commits[:summary["levels"].index(0.1)], machine)
+    site = _Site(sync_playwright, html, tmp_path / "profile2")
+    try:
+        _, text = site.open("regressions.html", TEXT_JS, "regressions.html", "site-no-regressions.png")
+        assert "No regressions" in text
+    finally:
+        site.close()
