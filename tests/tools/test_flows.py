@@ -13,9 +13,9 @@ plants what the flows must find:
         1000, FK_FLOWS_STRAGGLER leaves a ``sleep`` behind in a process group
         of its own (as asv's own children run)
     c1, c2  unchanged
-    c3  slow: ~40 ops' worth of CPU work in every call (a loop of plain Python,
+    c3  slow: ~40 ops' worth of CPU work in every call (``sum(range(...))``,
         which the load slows as it slows the interpreted op; a sleep would not:
-        under load its step shrinks below the factor)
+        under load its step shrank below the factor)
     c4, c5  unchanged (main ends here)
     side branch from h: f1 unchanged, f2 raises at hidden size 1000, f3 fixed
 
