@@ -98,7 +98,7 @@ def newest_with_results(machine: str, results: pathlib.Path) -> str | None:
     return None
 
 
-def resolve(revs: list[str], machine: str, results: pathlib.Path) -> list[str]:
+def resolve(revs: list[str], machine: str | None, results: pathlib.Path | None) -> list[str]:
     """Full hashes to benchmark, oldest first (see the module docstring for REV; NEW looks in ``results``)."""
     out = []
     for rev in revs or ["HEAD"]:
@@ -236,8 +236,11 @@ def stored_names(results: pathlib.Path, machine: str, commit: str) -> set[str]:
 
 
 def cmd_run(a) -> int:
-    mode, machine = asvrun.detect()
-    commits = resolve(a.revs, machine, asvrun.results_dir(mode))
+    # Revisions before the mode (detecting it imports torch: seconds), so a bad one is refused at once; NEW needs it.
+    mode, machine = asvrun.detect() if "NEW" in a.revs else (None, None)
+    commits = resolve(a.revs, machine, asvrun.results_dir(mode) if mode else None)
+    if mode is None:
+        mode, machine = asvrun.detect()
     warn_uncommitted(commits)
     failed = {}
     with asvrun.config(mode) as conf:
@@ -286,11 +289,11 @@ def selection_matches(mode: str, regexes: list[str]) -> bool:
 
 
 def cmd_gate(a) -> int:
-    mode, machine = asvrun.detect()
     head = commit_of(a.head)
     base = git("merge-base", commit_of(a.base), head)
     if base == head:
         raise UsageError(f"base and head are the same commit ({head[:10]}): run the gate on a branch ahead of BASE")
+    mode, machine = asvrun.detect()
     regexes = a.bench or [FLAGGED]
     if not selection_matches(mode, regexes):
         raise UsageError(f"--bench {regexes} matches no flagged benchmark (asv.conf.json, results/benchmarks.json)")
@@ -320,8 +323,8 @@ def cmd_gate(a) -> int:
 def cmd_bisect(a) -> int:
     import bisection
 
-    mode, machine = asvrun.detect()
     good, after = range_commits(a.range)
+    mode, machine = asvrun.detect()
     regexes = [a.bench]
     if not selection_matches(mode, regexes):
         raise UsageError(f"{a.bench!r} matches no flagged benchmark (asv.conf.json, results/benchmarks.json)")

@@ -182,7 +182,10 @@ print("· Running 1 total benchmarks", flush=True)
     else:
         os.kill(pid, signal.SIGKILL)  # ours: end it, by id
         pytest.fail("the child left in its own process group outlived asv")
-    assert not pathlib.Path(tmp_file.read_text()).exists()
+    left = pathlib.Path(tmp_file.read_text())
+    if left.exists():
+        left.rmdir()
+        pytest.fail(f"asv's temporary folder {left} outlived asv")
 
 
 def test_option_like_revisions_are_refused_before_git_sees_them(tmp_path):
