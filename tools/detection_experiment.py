@@ -321,6 +321,43 @@ def aa_row(raw: dict, conf: dict, family: str, cls: str, case: str) -> dict:
             "spread": round(max(meds) / min(meds) - 1, 4), "threshold": thr}
 
 
+def fail(message: str) -> None:
+    """A usage error: one line, exit 2."""
+    print(f"detection_experiment.py: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def load_raw(path: pathlib.Path) -> dict:
+    """A raw measurements file, checked: cases, classes, delays and processes with unchanged (A/A) ones."""
+    try:
+        raw = json.loads(path.read_text())
+    except (OSError, ValueError, UnicodeDecodeError) as e:
+        fail(f"{path}: not a readable raw file ({type(e).__name__}: {e})")
+    ok = (isinstance(raw, dict) and isinstance(raw.get("cases"), dict) and isinstance(raw.get("classes"), list)
+          and isinstance(raw.get("delays"), dict) and isinstance(raw.get("processes"), list))
+    if not ok:
+        fail(f"{path}: not a raw file of this experiment (cases, classes, delays, processes)")
+    if not any(isinstance(p, dict) and p.get("level") == 0.0 for p in raw["processes"]):
+        fail(f"{path}: no unchanged (A/A) process measured yet")
+    return raw
+
+
+def levels_arg(text: str) -> list[float]:
+    try:
+        out = [float(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"levels are fractions separated by commas (e.g. 0.1,0.1), got {text!r}")
+    if any(not 0 <= v < 10 for v in out):
+        raise argparse.ArgumentTypeError(f"levels are fractions between 0 and 10, got {text!r}")
+    return out
+
+
+def positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
+    return int(text)
+
+
 def cmd_analyze(a) -> None:
     import asvrun
 
@@ -328,8 +365,10 @@ def cmd_analyze(a) -> None:
     paths = [pathlib.Path(r) for r in a.raw] or [ROOT / "docs" / "detection" / asvrun.detect()[1] / "raw.json"]
     rows, out_dir = [], paths[0].parent
     for path in paths:
-        raw = json.loads(path.read_text())
+        raw = load_raw(path)
         regimes = a.regimes.split(",") if a.regimes else list(raw["cases"])
+        if not set(regimes) <= set(raw["cases"]):
+            fail(f"--regimes {a.regimes}: {path} has {', '.join(raw['cases'])}")
         for cls in raw["classes"]:
             for regime, case in raw["cases"].items():
                 if regime not in regimes:
@@ -340,18 +379,21 @@ def cmd_analyze(a) -> None:
                 for level in LEVELS:
                     if any(p["level"] == level for p in raw["processes"]):
                         rows += [{**r, **tag} for r in trials(raw, conf, family, cls, case, level, a.trials)]
+    if not rows:
+        fail("nothing to analyze: no rows (the committed curve.json is left as it is)")
     curve = out_dir / "curve.json"
     curve.write_text(json.dumps({"raws": [p.name for p in paths], "rows": rows}, indent=1) + "\n")
     print(markdown(rows))
     print(f"curve: {curve}")
     if a.record:
-        record_history(json.loads(paths[0].read_text()), pathlib.Path(a.record))
+        record_history(load_raw(paths[0]), pathlib.Path(a.record))
 
 
 def cmd_history(a) -> None:
     """A scratch history of commits at the given levels after HEAD (for a bisect or gate by hand)."""
-    raw = json.loads(pathlib.Path(a.raw).read_text())
-    levels = [float(v) for v in a.levels.split(",")]
+    raw, levels = load_raw(pathlib.Path(a.raw)), a.levels
+    if any(lv and str(lv) not in raw["delays"] for lv in levels):
+        fail(f"--levels {levels}: {a.raw} has chains for {', '.join(raw['delays'])} only")
     commits = make_history(pathlib.Path(a.out), "HEAD", levels, raw["delays"], keep_results=True)
     for c, lv in zip(commits, levels):
         print(f"{c} {lv:.0%}")
@@ -490,11 +532,12 @@ def main() -> None:
     n = sub.add_parser("analyze", help="the curve from the raw measurements")
     n.add_argument("--raw", action="append", default=[], help="raw file (repeatable; curve.json goes beside the first)")
     n.add_argument("--regimes", help="only these regimes (decode, prefill)")
-    n.add_argument("--trials", type=int, default=40, help="histories per family, level and placement")
+    n.add_argument("--trials", type=positive, default=40, help="histories per family, level and placement")
     n.add_argument("--record", help="also write the recorded history (summary.json, results/) here")
     h = sub.add_parser("history", help="a scratch history with commits at these slowdown levels after HEAD")
     h.add_argument("--raw", required=True, help="the raw file whose chains make the slowdowns")
-    h.add_argument("--levels", required=True, help="e.g. 0.1,0.1,0.1: GOOD's child slower, two commits after")
+    h.add_argument("--levels", required=True, type=levels_arg,
+                   help="e.g. 0.1,0.1,0.1: GOOD's child slower, two commits after")
     h.add_argument("--out", required=True)
     a = ap.parse_args()
     {"measure": cmd_measure, "analyze": cmd_analyze, "history": cmd_history}[a.cmd](a)

@@ -368,12 +368,16 @@ dl{display:grid;grid-template-columns:minmax(10em,max-content) 1fr;gap:0 1em;mar
 dt{color:#555}dd{margin:0}"""
 
 
-def render(prov_dir: pathlib.Path, out: pathlib.Path) -> int:
+NAV = ('<nav><a href="index.html">Benchmarks</a> · <a href="now.html">Where we stand now</a> · '
+       '<a href="regressions.html">Regressions</a></nav>')
+
+
+def render(prov_dir: pathlib.Path, out: pathlib.Path, nav: str = NAV) -> int:
     """Write provenance.html of every record under ``prov_dir`` (``<machine>/*.json``) to ``out``.
 
     One section per machine (sorted), newest run first; a file that cannot be
-    read or rendered is skipped with a warning on stderr. Returns the number
-    of records rendered.
+    read or rendered is skipped with a warning on stderr. ``nav``: the page's
+    navigation (HTML; the site's own links). Returns the number of records rendered.
     """
     machines: dict[str, list[tuple[str, str, str]]] = {}
     for path in sorted(prov_dir.glob("*/*.json")):
@@ -395,8 +399,7 @@ def render(prov_dir: pathlib.Path, out: pathlib.Path) -> int:
         for m in sorted(machines))
     out.write_text(f"""<!doctype html><meta charset="utf-8"><title>fusedkernel provenance</title>
 <style>{STYLE}</style>
-<nav><a href="index.html">Benchmarks</a> · <a href="now.html">Where we stand now</a> ·
-<a href="regressions.html">Regressions</a></nav>
+{nav}
 <h1>Provenance of every benchmark run</h1>
 <p>Clocks are read (never set) with nvidia-smi at the start and end of each commit's run
 (the GPU idle), and every 0.5 s during it: "SM clock under load" summarizes the samples taken at

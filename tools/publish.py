@@ -35,11 +35,12 @@ STYLE = ("<style>body{font-family:sans-serif;max-width:1300px;margin:1em auto;pa
 
 
 def nav(prefix: str = "") -> str:
+    """Links to the site's pages that exist (``prefix``: the way up from a page in a subfolder)."""
+    site = asvrun.html_dir("gpu")
     links = [("now.html", "Now"), ("index.html", "Benchmarks (history)"), ("regressions.html", "Regressions"),
-             ("provenance.html", "Provenance")]
-    if (asvrun.html_dir("interpreter") / "index.html").exists():
-        links.append(("interpreter/index.html", "Interpreter runs (not performance history)"))
-    return "<nav>" + "".join(f'<a href="{prefix}{h}">{t}</a>' for h, t in links) + "</nav>"
+             ("provenance.html", "Provenance"), ("interpreter/index.html", "Interpreter runs (not performance history)")]
+    return "<nav>" + "".join(f'<a href="{prefix}{h}">{t}</a>' for h, t in links
+                             if h in ("now.html", "regressions.html", "provenance.html") or (site / h).exists()) + "</nav>"
 
 
 def page(title: str, body: str) -> str:
@@ -71,10 +72,14 @@ def machine_section(machine: str, results_dir: pathlib.Path, prov_dir: pathlib.P
     """One machine's tables; ``conf`` None: nothing is flagged there (the interpreter)."""
     stored = report.machine_results(results_dir, machine)
     current = report.current_benchmarks(results_dir)
+    if current is None:
+        return (f'<h2 id="{html.escape(machine)}">{html.escape(machine)}</h2><p>{note}No readable benchmarks.json in '
+                f"{html.escape(str(results_dir))}: a run of the suite writes it again.</p>")
     runs = [(c, report.rows(stored[c], current)) for c in report.commit_order(set(stored))]
     runs = [(c, rows) for c, rows in runs if rows]
     if not runs:
-        return f"<h2>{html.escape(machine)}</h2><p>{note}No results of the suite's current version yet.</p>"
+        return (f'<h2 id="{html.escape(machine)}">{html.escape(machine)}</h2><p>{note}No results of the suite\'s '
+                "current version yet.</p>")
     commit, rows = runs[-1]
     history = {}  # (op, case) -> fused ratios, oldest first
     for _, rs in runs:
@@ -82,10 +87,11 @@ def machine_section(machine: str, results_dir: pathlib.Path, prov_dir: pathlib.P
             if r.ratio:
                 history.setdefault((r.op, r.case), []).append(r.ratio)
     anchor = latest_record(prov_dir, machine, commit)
-    prov = (f'<a href="{site_prefix}provenance.html#{anchor}">provenance</a>' if anchor
-            else "provenance not recorded")
-    out = [f"<h2>{html.escape(machine)}</h2>",
-           f"<p>{note}Latest benchmarked commit <code>{commit[:10]}</code> ({len(runs)} commits with results); "
+    run_link = html.escape(f"{site_prefix}provenance.html#{urllib.parse.quote(anchor)}") if anchor else None
+    prov = f'<a href="{run_link}">provenance</a>' if anchor else "provenance not recorded"
+    out = [f'<h2 id="{html.escape(machine)}">{html.escape(machine)}</h2>',
+           f"<p>{note}Latest benchmarked commit <code>{html.escape(commit[:10])}</code> ({len(runs)} commits with "
+           "results); "
            f"{prov}. Fraction of floor = floor time / op time, measured interleaved in one process; × peer = "
            "peer time / fused time (&gt; 1: fused is faster); changes are of op time / floor time "
            "(+ is slower).</p>"]
@@ -115,7 +121,7 @@ def machine_section(machine: str, results_dir: pathlib.Path, prov_dir: pathlib.P
             cells += [report.fmt(r.peers.get(p), 2) for p in report.PEERS] + [prev, best]
             out.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + f"<td>{flag}</td>"
                        f'<td><a href="{html.escape(link)}">graph</a>'
-                       + (f' <a href="{site_prefix}provenance.html#{anchor}">run</a>' if anchor else "")
+                       + (f' <a href="{run_link}">run</a>' if anchor else "")
                        + "</td></tr>")
         out.append("</table>")
     return "\n".join(out)
@@ -123,19 +129,24 @@ def machine_section(machine: str, results_dir: pathlib.Path, prov_dir: pathlib.P
 
 def now_page(regressed: dict, conf: dict) -> str:
     """now.html: per machine, the latest benchmarked commit's table, generated from the results."""
-    sections = [machine_section(p.name, ROOT / "results", ROOT / "provenance", "", regressed, conf)
-                for p in sorted((ROOT / "results").iterdir()) if p.is_dir()]
+    gpu = ROOT / "results"
+    machines = [p.name for p in (sorted(gpu.iterdir()) if gpu.is_dir() else []) if p.is_dir()]
+    sections = [machine_section(m, gpu, ROOT / "provenance", "", regressed, conf) for m in machines]
     interp = asvrun.results_dir("interpreter")
     for p in sorted(interp.iterdir()) if interp.is_dir() else []:
         if p.is_dir():
+            machines.append(p.name)
             sections.append(machine_section(p.name, interp, asvrun.provenance_dir("interpreter"), "interpreter/", {},
                                             None, "<b>Not performance history:</b> the kernels ran in Triton's "
                                                   "interpreter on this machine's CPU. "))
+    jump = ("<p>Machines: " + " · ".join(f'<a href="#{html.escape(m)}">{html.escape(m)}</a>' for m in machines)
+            + "</p>" if machines
+            else "<p>No results yet: <code>python tools/bench.py run</code> measures this commit.</p>")
     host = ("<p class=note>Host time per synchronized decode call (<code>HostRatio</code>) is tracked, not "
             "flagged: no detection curve has been measured for it, and it moved 1.5–2.4× between runs of the "
             "same host path. GB/s and device time are shown, not flagged: they move with the runner; the flagged "
             "metric is the fused op's time over its floor's, measured in the same rounds.</p>")
-    return page("fusedkernel: where the op stands now", "\n".join(sections) + host)
+    return page("fusedkernel: where the op stands now", jump + "\n".join(sections) + host)
 
 
 def regressions_page(regressed: dict, html_dir: pathlib.Path) -> str:
@@ -143,13 +154,15 @@ def regressions_page(regressed: dict, html_dir: pathlib.Path) -> str:
     if not regressed:
         return page("Regressions", "<p><b>No regressions</b>: every flagged benchmark's latest value is within its "
                                    "threshold of its best (asv.conf.json, regressions_thresholds).</p>")
-    index = json.loads((html_dir / "index.json").read_text())
-    to_hash = index["revision_to_hash"]
+    try:
+        to_hash = json.loads((html_dir / "index.json").read_text())["revision_to_hash"]
+    except (OSError, ValueError, KeyError):  # asv publish failed: name the revisions by number
+        to_hash = {}
     rows = []
     for entry, jumps in sorted(regressed.items()):
         for before, after, v_before, v_after in jumps:
-            b = to_hash[str(before)] if before is not None else None
-            a = to_hash[str(after)]
+            b = to_hash.get(str(before), f"r{before}") if before is not None else None
+            a = to_hash.get(str(after), f"r{after}")
             good = b[:10] if b else a[:10] + "^"  # one commit: asv names no "before"
             regex = "^" + entry.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")
             cmd = f"python tools/bench.py bisect {good}..{a[:10]} {shlex.quote(regex)}"
@@ -163,21 +176,22 @@ def regressions_page(regressed: dict, html_dir: pathlib.Path) -> str:
 
 BAR = ('<div style="position:fixed;bottom:0;left:0;right:0;z-index:10000;background:#f5f5f5;'
        'border-top:1px solid #ccc;padding:4px 1em;font-family:sans-serif;font-size:13px">'
-       '{nav} <span style="color:#555">The benchmark list shows each graph\'s latest level (asv\'s step fit), not '
-       'the latest run: now.html has the latest run\'s values.</span></div>')
+       '{nav} <span style="color:#555">{note}The benchmark list shows each graph\'s latest level (asv\'s step fit), '
+       'not the latest run: now.html has the latest run\'s values.</span></div>')
+INTERPRETER_NOTE = ("<b>Interpreter runs on a CPU: not performance history.</b> ")
 
 
-def add_bar(index_html: pathlib.Path, prefix: str) -> None:
-    """Put the navigation bar at the top of asv's own index.html (once)."""
+def add_bar(index_html: pathlib.Path, prefix: str, note: str = "") -> None:
+    """Put the navigation bar on asv's own index.html (once), fixed at the bottom, above asv's own."""
     text = index_html.read_text()
     if "fk-bar" in text:
         return
-    bar = BAR.format(nav=nav(prefix)).replace("<div ", '<div id="fk-bar" ', 1)
+    bar = BAR.format(nav=nav(prefix), note=note).replace("<div ", '<div id="fk-bar" ', 1)
     index_html.write_text(text.replace("<body>", "<body>" + bar, 1))
 
 
 def publish() -> int:
-    """asv publish of each mode's results, then this module's pages; 0 on success."""
+    """asv publish of each mode's results, then this module's pages: 0 done, 3 when asv publish failed."""
     conf = asvrun.load_conf()
     rc = 0
     for mode in ("gpu", "interpreter"):
@@ -188,24 +202,25 @@ def publish() -> int:
             code = asvrun.asv(["publish", "--config", str(path)], asvrun.asv_env(mode, None),
                               asvrun.LOGS / "publish.log")
         if code:
-            print(f"asv publish ({mode}) failed: see {asvrun.LOGS / 'publish.log'}")
-            rc = 1
+            print(f"asv publish ({mode}) failed: see {asvrun.LOGS / 'publish.log'}; the other pages are still written")
+            rc = 3
             continue
         external = site_offline.make_offline(asvrun.html_dir(mode))
         if external:
             print(f"warning: the site still loads {', '.join(external)} from outside (a new asv version?): "
                   "add local copies to tools/site_vendor/ and tools/site_offline.py")
-    site = asvrun.html_dir("gpu")
+    site, interp = asvrun.html_dir("gpu"), asvrun.html_dir("interpreter")
     site.mkdir(parents=True, exist_ok=True)
     regressed = flags(site)
     (site / "now.html").write_text(now_page(regressed, conf))
     (site / "regressions.html").write_text(regressions_page(regressed, site))
-    n = provenance.render(ROOT / "provenance", site / "provenance.html")
-    if asvrun.html_dir("interpreter").is_dir():
-        provenance.render(asvrun.provenance_dir("interpreter"), asvrun.html_dir("interpreter") / "provenance.html")
-    for index_html, prefix in ((site / "index.html", ""), (asvrun.html_dir("interpreter") / "index.html", "../")):
-        if index_html.exists():
-            add_bar(index_html, prefix)
+    n = provenance.render(ROOT / "provenance", site / "provenance.html", nav())
+    if interp.is_dir():
+        provenance.render(asvrun.provenance_dir("interpreter"), interp / "provenance.html", nav("../"))
+    if (site / "index.html").exists():
+        add_bar(site / "index.html", "")
+    if (interp / "index.html").exists():
+        add_bar(interp / "index.html", "../", INTERPRETER_NOTE)
     print(f"site: {site}/now.html (where the op stands), index.html (history), regressions.html "
           f"({len(regressed)} flagged), provenance.html ({n} runs)")
     print(f"browse it with: {sys.executable} -m http.server -d {site} 8080  (then open http://localhost:8080/now.html)")

@@ -81,10 +81,13 @@ def rows(results, current: dict | None = None) -> list[Row]:
 
 
 def _order(case: str):
-    """Sort key of "<dtype> <tokens>x<hidden>": dtype, then hidden size, then tokens."""
-    dtype, shape = case.split(" ")
-    tokens, hidden = (int(v) for v in shape.split("x"))
-    return (DTYPE_ORDER.index(dtype) if dtype in DTYPE_ORDER else len(DTYPE_ORDER), hidden, tokens)
+    """Sort key of "<dtype> <tokens>x<hidden>": dtype, then hidden size, then tokens; other names last."""
+    try:
+        dtype, shape = case.split(" ")
+        tokens, hidden = (int(v) for v in shape.split("x"))
+    except ValueError:
+        return (len(DTYPE_ORDER) + 1, 0, 0, case)
+    return (DTYPE_ORDER.index(dtype) if dtype in DTYPE_ORDER else len(DTYPE_ORDER), hidden, tokens, "")
 
 
 def load(path: pathlib.Path):
@@ -120,8 +123,17 @@ def machine_results(results_dir: pathlib.Path, machine: str) -> dict[str, object
 
 
 def current_benchmarks(results_dir: pathlib.Path) -> dict | None:
+    """benchmarks.json of ``results_dir`` (the suite's versions); None, with a warning, if unreadable."""
     path = results_dir / "benchmarks.json"
-    return json.loads(path.read_text()) if path.exists() else None
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError, UnicodeDecodeError) as e:
+        print(f"warning: {path} is unreadable ({type(e).__name__}); a run of the suite writes it again",
+              file=sys.stderr)
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def fmt(v, digits=3) -> str:
@@ -139,8 +151,10 @@ def run_summary(results_dir: pathlib.Path, machine: str, commit: str) -> str:
 
     res = machine_results(results_dir, machine).get(commit)
     found = rows(res, current_benchmarks(results_dir)) if res else []
+    note = (" -- Triton's interpreter on the CPU: these show the suite ran, not performance"
+            if "interpreter" in str(results_dir) else "")
     lines = [f"summary of {commit[:10]} on {machine} (fraction of the floor: 1.0 = as fast as the same-bytes "
-             "floor; every value: python tools/table.py, or the site)", "",
+             f"floor; every value: python tools/table.py, or the site){note}", "",
              "| op | cases | fused µs (median case) | fraction of floor: worst / median / best | worst case |",
              "|---|---|---|---|---|"]
     for op in CLASSES.values():

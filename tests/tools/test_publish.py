@@ -43,3 +43,40 @@ def test_regressions_page_gives_range_size_and_bisect_command(tmp_path):
     # One commit: asv leaves "before" out; the bisect starts at its parent.
     page = publish.regressions_page({entry: [[None, 4, 1.5, 1.65]]}, tmp_path)
     assert "bisect bbbbbbbbbb^..bbbbbbbbbb" in page
+
+
+def test_now_page_escapes_what_results_and_records_carry(monkeypatch, tmp_path):
+    import report
+
+    nasty = "abc<script>x</script>"
+    (tmp_path / "results" / "m").mkdir(parents=True)
+    (tmp_path / "results" / "benchmarks.json").write_text("{}")
+    monkeypatch.setattr(publish, "ROOT", tmp_path)
+    monkeypatch.setattr(publish.asvrun, "results_dir", lambda mode: tmp_path / "none")
+    monkeypatch.setattr(report, "machine_results", lambda d, m: {nasty: object()})
+    monkeypatch.setattr(report, "rows", lambda res, current=None: [report.Row("inference", "bf16 1x<b>", 2.0, 1.0, 1.5)])
+    monkeypatch.setattr(publish, "latest_record", lambda *a: 'x"><img src=y onerror=alert(1)>')
+    page = publish.now_page({}, {})
+    assert "<script>" not in page and "<b>" not in page and "<img" not in page
+    assert "abc&lt;script" in page and "%22%3E%3Cimg" in page  # the anchor is quoted inside its href
+
+
+def test_now_page_without_results_says_so(monkeypatch, tmp_path):
+    monkeypatch.setattr(publish, "ROOT", tmp_path)  # no results/ folder at all
+    monkeypatch.setattr(publish.asvrun, "results_dir", lambda mode: tmp_path / "none")
+    assert "No results yet" in publish.now_page({}, {})
+
+
+def test_an_unreadable_benchmarks_json_is_named_not_a_traceback(tmp_path, capsys):
+    import report
+
+    (tmp_path / "benchmarks.json").write_text('{"add_rmsnorm')
+    assert report.current_benchmarks(tmp_path) is None
+    assert "benchmarks.json is unreadable" in capsys.readouterr().err
+
+
+def test_case_names_of_another_shape_sort_last():
+    import report
+
+    cases = ["weird", "fp32 1x64", "bf16 8192x4096", "bf16 1x4096"]
+    assert sorted(cases, key=report._order) == ["bf16 1x4096", "bf16 8192x4096", "fp32 1x64", "weird"]

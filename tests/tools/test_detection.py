@@ -1,0 +1,87 @@
+"""tools/detection_experiment.py: the injected slowdown, its calibration, and the analysis on known pools."""
+
+import json
+import pathlib
+import random
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tools"))
+import asvrun  # noqa: E402
+import detection_experiment as d  # noqa: E402
+
+FORWARD = (ROOT / "fusedkernel" / "kernels" / "forward.py").read_text()
+
+
+def test_the_patch_adds_one_chain_per_tile_width_after_the_row_sums():
+    out = d.patched_source(FORWARD, {4096: 24, 8192: 0, 1024: 7})
+    assert out.count("tl.static_range(24)") == 1 and out.count("tl.static_range(7)") == 1
+    assert "BLOCK_N == 8192" not in out  # a zero chain adds nothing
+    assert out.index(d.ANCHOR) < out.index("BLOCK_N == 1024") < out.index("BLOCK_N == 4096")
+    assert d.patched_source(FORWARD, {}) == FORWARD
+    with pytest.raises(ValueError, match="row sum line"):
+        d.patched_source("no kernel here", {4096: 1})
+
+
+def test_the_chain_for_a_target_is_read_off_the_calibration_curve():
+    raw = json.loads((ROOT / "docs" / "detection" / "nvidia-h200" / "raw.json").read_text())
+    curve = raw["calibration"]["decode"]  # measured on the H200; the chains it chose are in raw["delays"]
+    for level in d.LEVELS:
+        assert d.chain_for(curve, level) == raw["delays"][str(level)]["4096"]
+    with pytest.raises(ValueError, match="outside the calibrated range"):
+        d.chain_for(curve, 0.5)
+
+
+def synthetic(noise=0.002, n_aa=20, per_level=8, seed=0):
+    rng = random.Random(seed)
+
+    def proc(level):
+        shift = rng.gauss(0, noise / 2)
+        return {"level": level, "delays": {}, "ratios": {"Inference": {
+            c: [(1 + level) * (1.5 + shift) * (1 + rng.gauss(0, noise)) for _ in range(12)]
+            for c in ("bf16 1x4096", "bf16 8192x8192")}}}
+
+    procs = [proc(0.0) for _ in range(n_aa)] + [proc(lv) for lv in d.LEVELS for _ in range(per_level)]
+    return {"machine": "m", "cases": {"decode": "bf16 1x4096", "prefill": "bf16 8192x8192"},
+            "classes": ["Inference"], "calibration": {}, "delays": {}, "processes": procs}
+
+
+def test_the_analysis_catches_a_clear_step_and_flags_nothing_unchanged():
+    raw, conf = synthetic(), asvrun.load_conf()
+    aa = d.aa_row(raw, conf, "f", "Inference", "bf16 8192x8192")
+    assert aa["aa_commits"] == 20 and aa["false_flags_publish"] == 0 and aa["false_fails_gate"] == 0
+    rows = d.trials(raw, conf, "f", "Inference", "bf16 8192x8192", 0.10, 10)
+    assert [r["placement"] for r in rows] == ["middle", "first"]
+    for r in rows:
+        assert r["trials"] == 10 and abs(r["slowdown"] - 0.10) < 0.01
+        assert r["failed_gate"] == r["bisect_named"] == 10
+    assert rows[0]["flagged_by_publish"] == 10
+
+
+def test_publish_flags_name_the_slow_commit():
+    hist = [d.stats_of([1.0 + 0.001 * (i % 3) for i in range(12)]) for _ in range(10)]
+    hist += [d.stats_of([1.2 + 0.001 * (i % 3) for i in range(12)]) for _ in range(3)]
+    assert d.publish_flags(hist, 0.015) == [10]
+    assert d.publish_flags(hist[:10], 0.015) == []
+
+
+@pytest.mark.parametrize("args, message", [
+    (["analyze", "--raw", "/nonexistent.json"], "not a readable raw file"),
+    (["analyze", "--raw", "RAW", "--regimes", "nosuch"], "--regimes nosuch"),
+    (["analyze", "--raw", "RAW", "--trials", "0"], "must be an integer >= 1"),
+    (["history", "--raw", "RAW", "--levels", "x", "--out", "OUT"], "levels are fractions"),
+    (["analyze", "--raw", "EMPTY"], "no unchanged (A/A) process"),
+])
+def test_bad_arguments_are_one_line_and_leave_the_curve_alone(args, message, tmp_path):
+    raw = tmp_path / "raw.json"
+    raw.write_text(json.dumps(synthetic()))
+    empty = tmp_path / "empty.json"
+    empty.write_text(json.dumps({**synthetic(), "processes": []}))
+    args = [{"RAW": str(raw), "EMPTY": str(empty), "OUT": str(tmp_path / "out")}.get(a, a) for a in args]
+    out = subprocess.run([sys.executable, str(ROOT / "tools" / "detection_experiment.py"), *args],
+                         capture_output=True, text=True)
+    assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr
+    assert not (tmp_path / "curve.json").exists()
