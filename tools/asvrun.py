@@ -1,14 +1,14 @@
 """Running asv for the tracker: mode, machine, config, families, logs, signals, results.
 
 Every asv call goes through :func:`asv`: asv runs in a session of its own
-(Ctrl-C and SIGTERM are passed on to it, and whatever is left in that session
-when it ends is killed: nothing outlives us) with a temporary folder of its
-own (removed afterwards: what an interrupted asv leaves there goes too), its
-full output goes to a log file, and only its progress lines reach the
-terminal. A commit is measured one benchmark family (one class of the suite,
-one measuring process) at a time, each saved by asv when it ends, so an
-interrupt loses at most the family in progress and the next run measures
-only what is missing (``--skip-existing-successful``).
+(SIGINT, SIGTERM and SIGHUP are passed on to it as SIGINT, and whatever is
+left in that session when it ends is killed: nothing outlives us) with a
+temporary folder of its own (removed afterwards: what an interrupted asv
+leaves there goes too), its full output goes to a log file, and only its
+progress lines reach the terminal. A commit is measured one benchmark family
+(one class of the suite, one measuring process) at a time, each saved by asv
+when it ends, so an interrupt loses at most the family in progress and the
+next run measures only what is missing (``--skip-existing-successful``).
 
 Modes: on a GPU host the results are the committed history (``results/``);
 without one, the kernels run in Triton's interpreter and the results go to
@@ -37,7 +37,15 @@ LOGS = ROOT / ".asv" / "logs"
 
 
 class Interrupted(Exception):
-    """Ctrl-C or SIGTERM stopped an asv run (asv and its children were stopped too)."""
+    """SIGINT, SIGTERM or SIGHUP stopped the run (and asv with its children, where one was running)."""
+
+
+# A machine name is a folder name under results/ and provenance/: nothing that leaves them or nests.
+MACHINE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def valid_machine(name: str) -> bool:
+    return bool(MACHINE_NAME.fullmatch(name)) and ".." not in name
 
 
 def detect() -> tuple[str, str]:
@@ -49,7 +57,11 @@ def detect() -> tuple[str, str]:
         mode, machine = "gpu", re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
     else:
         mode, machine = "interpreter", "cpu-triton-interpreter"
-    return mode, os.environ.get("FUSEDKERNEL_MACHINE", machine)
+    machine = os.environ.get("FUSEDKERNEL_MACHINE", machine)
+    if not valid_machine(machine):
+        raise ValueError(f"machine name {machine!r}: letters, digits, '.', '_' and '-', a letter or digit first, "
+                         "no '..'")
+    return mode, machine
 
 
 def results_dir(mode: str) -> pathlib.Path:
@@ -116,7 +128,9 @@ def asv(args: list[str], env: dict, log: pathlib.Path, echo=print) -> int:
     """Run ``python -m asv ARGS``; its output to ``log``, its progress lines to ``echo``; its exit status.
 
     Raises :class:`Interrupted` after stopping asv and every process of its
-    session when SIGINT or SIGTERM arrives.
+    session when SIGINT, SIGTERM or SIGHUP arrives (asv runs in a session of
+    its own: a closed terminal's SIGHUP reaches only us). A SIGHUP ignored
+    where we started (nohup) stays ignored.
     """
     log.parent.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "asv", *args]
@@ -147,7 +161,8 @@ def asv(args: list[str], env: dict, log: pathlib.Path, echo=print) -> int:
         out.write("+ " + " ".join(cmd) + "\n")
         out.flush()
         # The handlers come first: a signal between the start and them would leave asv running.
-        old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+               if s != signal.SIGHUP or signal.getsignal(s) != signal.SIG_IGN}
         try:
             if not stop:
                 proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -220,7 +235,24 @@ def kill_session(sid: int) -> None:
 def family_regex(family: str, regexes: list[str]) -> str:
     """One asv -b regex: the benchmarks of ``family`` that also match one of ``regexes`` (all when none)."""
     head = rf"^(?=add_rmsnorm\.{family}\.)"
-    return head + (f"(?=.*?(?:{'|'.join(regexes)}))" if regexes else "")
+    return head + (f"(?=.*?(?:{'|'.join(map(scoped, regexes))}))" if regexes else "")
+
+
+LEADING_FLAGS = re.compile(r"\(\?([aiLmsux]+)\)")
+
+
+def scoped(regex: str) -> str:
+    """``regex`` with its leading global flags made local to it: ``(?i)abc`` -> ``(?i:abc)``.
+
+    Python takes global flags only at the start of a whole pattern, and
+    :func:`family_regex` puts each regex inside a larger one (where they
+    would also reach the other regexes). A newline closes a verbose (``x``)
+    regex's trailing comment before the group's ``)``.
+    """
+    flags = ""
+    while m := LEADING_FLAGS.match(regex):
+        flags, regex = flags + m.group(1), regex[m.end():]
+    return f"(?{flags}:{regex}{chr(10) if 'x' in flags else ''})" if flags else regex
 
 
 def result_files(results: pathlib.Path, machine: str, commit: str) -> list[pathlib.Path]:
@@ -228,16 +260,28 @@ def result_files(results: pathlib.Path, machine: str, commit: str) -> list[pathl
 
 
 def readable(path: pathlib.Path, warn=print) -> bool:
-    """False (and a warning naming it) for a results file that is not valid JSON: it is moved aside."""
+    """False (and a warning naming it) for a results file that is not an asv result: it is moved aside.
+
+    Valid JSON of another shape (``[]``, ``{}``) is moved aside too: asv and
+    the tools would fail on it at every run.
+    """
     try:
-        json.loads(path.read_text())
-        return True
+        why = None if is_result(json.loads(path.read_text())) else "not an asv results object"
     except (OSError, ValueError, UnicodeDecodeError) as e:
-        aside = path.with_name(path.name + ".corrupt")
-        path.replace(aside)
-        warn(f"warning: {path} is not a readable asv result ({type(e).__name__}); moved to {aside.name}, "
-             "its values will be measured again")
-        return False
+        why = type(e).__name__
+    if why is None:
+        return True
+    aside = path.with_name(path.name + ".corrupt")
+    path.replace(aside)
+    warn(f"warning: {path} is not a readable asv result ({why}); moved to {aside.name}, "
+         "its values will be measured again")
+    return False
+
+
+def is_result(data) -> bool:
+    """Has ``data`` the shape of an asv results file (the keys asv and the tools read)?"""
+    return (isinstance(data, dict) and isinstance(data.get("results"), dict)
+            and isinstance(data.get("result_columns"), list) and isinstance(data.get("commit_hash"), str))
 
 
 def failed_cases(results: pathlib.Path, machine: str, commit: str, benchmarks: list[str] | None = None) -> list[str]:

@@ -9,19 +9,26 @@
     python tools/bench.py compare [REF]             the working tree against REF (default HEAD)
 
 Exit status: 0 done; 1 slower beyond the threshold (gate, compare), no step
-(bisect) or failed cases (run); 2 a usage or configuration error; 3 a run
-error (gate, compare, bisect); 130/143 interrupted (finished results kept).
+(bisect) or failed cases (run); 2 a usage or configuration error (refused
+before anything is measured or recorded); 3 a run error (gate, compare,
+bisect; also a crash of bench.py itself, with its traceback); 130/143/129
+interrupted by SIGINT/SIGTERM/SIGHUP (finished results kept; a SIGHUP that
+nohup ignores stays ignored).
 Mode: with a CUDA GPU the machine is named after it (``nvidia-h200``) and
 ``run`` writes the committed history (``results/``); without one the
 kernels run in Triton's interpreter under ``cpu-triton-interpreter``, in
 ``.asv/interpreter/`` (not performance history). FUSEDKERNEL_MACHINE names
-the machine yourself (one per runner). ``--wheels DIR`` installs asv's
-environment needs from a folder (hosts with no package registry).
+the machine yourself (one per runner: letters, digits, ``.``, ``_``, ``-``).
+``--wheels DIR`` installs asv's environment needs from a folder of ``.whl``
+files (hosts with no package registry). REGEX and BENCH are Python regexes,
+as asv's ``-b`` takes them, matched anywhere in ``<module>.<Class>.<method>(<params>)``;
+leading global flags such as ``(?i)`` apply to that regex alone.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -32,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import traceback
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 sys.path.insert(1, str(pathlib.Path(__file__).resolve().parent.parent))
@@ -50,6 +58,73 @@ class UsageError(Exception):
 
 class RunError(Exception):
     """The measurement itself failed (asv, a commit that does not run): one line, exit 3."""
+
+
+# The signals that stop a run (like Ctrl-C: temporary folders go, the provenance of the commit in
+# progress is written, asvrun.asv stops asv) and the exit status of each.
+STOPS = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
+_signals = {"installed": [], "received": [], "armed": False, "raised": False}
+
+
+def _on_signal(signum, _frame):
+    """Record the signal; raise it only when armed, and only once (a second Ctrl-C must not break the unwinding)."""
+    _signals["received"].append(signum)
+    if _signals["armed"] and not _signals["raised"]:
+        _signals["raised"] = True
+        raise asvrun.Interrupted(signal.Signals(signum).name)
+
+
+def catch_signals() -> dict:
+    """Install :func:`_on_signal`, unarmed; return the handlers it replaced.
+
+    Whatever the inherited setting: a script's background job starts with
+    SIGINT ignored, and a run stopped by SIGINT must stop in every phase (asv's
+    included, where asvrun.asv catches it). Only a SIGHUP ignored by nohup stays
+    ignored. Only the main thread may set handlers.
+    """
+    _signals.update(installed=[], received=[], armed=False, raised=False)
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    old = {s: signal.getsignal(s) for s in STOPS if s != signal.SIGHUP or signal.getsignal(s) != signal.SIG_IGN}
+    for s in old:
+        signal.signal(s, _on_signal)
+    _signals["installed"] = list(old)
+    return old
+
+
+def arm() -> None:
+    """From now on a signal raises :class:`asvrun.Interrupted` at once; one received before raises now.
+
+    Until then (torch's import: seconds) a signal is only recorded: raised
+    inside an import, an exception can be swallowed by the imported code's own
+    ``except``. Our handlers are put back where an import replaced them.
+    """
+    for s in _signals["installed"]:
+        if signal.getsignal(s) is not _on_signal:
+            signal.signal(s, _on_signal)
+    _signals["armed"] = True
+    if _signals["received"] and not _signals["raised"]:
+        _signals["raised"] = True
+        raise asvrun.Interrupted(signal.Signals(_signals["received"][0]).name)
+
+
+@contextlib.contextmanager
+def unarmed():
+    """Signals in the block are recorded, and raised after it (around an import)."""
+    was, _signals["armed"] = _signals["armed"], False
+    try:
+        yield
+    finally:
+        _signals["armed"] = was
+    if was:
+        arm()
+
+
+def detect() -> tuple[str, str]:
+    """asvrun.detect() (imports torch), then :func:`arm`."""
+    mode, machine = asvrun.detect()
+    arm()
+    return mode, machine
 
 
 def git(*args: str) -> str:
@@ -89,9 +164,11 @@ def newest_with_results(machine: str, results: pathlib.Path) -> str | None:
     stored = set()
     for path in (results / machine).glob("*.json"):
         try:
-            stored.add(json.loads(path.read_text())["commit_hash"])
-        except (ValueError, KeyError, OSError):
+            data = json.loads(path.read_text())
+        except (ValueError, OSError):
             continue
+        if isinstance(data, dict) and isinstance(data.get("commit_hash"), str):  # JSON of another shape: skipped
+            stored.add(data["commit_hash"])
     for commit in git("rev-list", "--first-parent", "HEAD").split():
         if commit in stored:
             return commit
@@ -106,9 +183,7 @@ def resolve(revs: list[str], machine: str | None, results: pathlib.Path | None) 
             last = newest_with_results(machine, results)
             spec = [f"{last}..HEAD"] if last else ["-1", "HEAD"]
             new = git("rev-list", "--reverse", "--first-parent", *spec).split()
-            # The workflow's own "results: ..." commits hold only results and provenance.
-            out += [c for c in new if not set(git("diff-tree", "--no-commit-id", "--name-only", "-r", c).split())
-                    <= {*_under(c, "results/"), *_under(c, "provenance/")}]
+            out += [c for c in new if not results_only(c)]
         elif ".." in rev:
             out += range_commits(check_rev(rev))[1]
         else:
@@ -116,8 +191,17 @@ def resolve(revs: list[str], machine: str | None, results: pathlib.Path | None) 
     return list(dict.fromkeys(out))
 
 
-def _under(commit: str, prefix: str) -> list[str]:
-    return [p for p in git("diff-tree", "--no-commit-id", "--name-only", "-r", commit).split() if p.startswith(prefix)]
+def results_only(commit: str) -> bool:
+    """Does ``commit`` change files, all of them results or provenance (the workflow's "results: ..." commits)?
+
+    An empty commit or a merge that changes nothing against its first parent
+    is no such commit: NEW measures it.
+    """
+    parent = git("rev-list", "--parents", "-n", "1", commit).split()[1:2]
+    diff = ["diff", "-z", "--name-only", parent[0], commit] if parent else \
+        ["diff-tree", "-z", "--root", "--no-commit-id", "--name-only", "-r", commit]
+    paths = [p for p in git(*diff).split("\0") if p]
+    return bool(paths) and all(p.startswith(("results/", "provenance/")) for p in paths)
 
 
 def warn_uncommitted(commits: list[str]) -> None:
@@ -146,6 +230,8 @@ def measure(commit: str, mode: str, machine: str, conf: pathlib.Path, wheels: st
     stored = stored_names(results, machine, commit)
     started_at, start, status, run, asv_failed = provenance.now(), provenance.gpu_snapshot(), "interrupted", [], []
     log = asvrun.LOGS / f"{commit[:8]}-{started_at.replace(':', '')}.log"
+    shown = os.path.relpath(log, ROOT)
+    tried = []  # the families asv was started for: without one, nothing was measured and nothing is recorded
     try:
         with provenance.ClockSampler() as clocks:
             for family in families(mode, regexes):
@@ -155,13 +241,14 @@ def measure(commit: str, mode: str, machine: str, conf: pathlib.Path, wheels: st
                 if done.get(family) == regex and any(n.startswith(f"add_rmsnorm.{family}.") for n in stored):
                     print(f"{commit[:8]} {family}: finished in an earlier run, kept", flush=True)
                     continue
-                print(f"{commit[:8]} {family}: measuring (log: {log.relative_to(ROOT)})", flush=True)
+                print(f"{commit[:8]} {family}: measuring (log: {shown})", flush=True)
+                tried.append(family)
                 args = ["run", f"{commit}^!", "--config", str(conf), "--machine", machine, "--record-samples",
                         "-b", regex] + (["--append-samples"] if append else [])
                 rc = asvrun.asv(args, asvrun.asv_env(mode, wheels, [regex]), log)
                 run.append(regex)
                 if rc and not any(n.startswith(f"add_rmsnorm.{family}.") for n in stored_names(results, machine, commit)):
-                    asv_failed.append(f"{family} (asv exit status {rc}, nothing stored: see {log.relative_to(ROOT)})")
+                    asv_failed.append(f"{family} (asv exit status {rc}, nothing stored: see {shown})")
                     continue
                 if history:
                     done[family] = regex
@@ -177,12 +264,15 @@ def measure(commit: str, mode: str, machine: str, conf: pathlib.Path, wheels: st
             asvrun.keep_earlier_values(files[0], before)
         if status == "complete" and failed:
             status = "failed cases"
-        if prov is not None:
+        if prov is not None and tried:
             from benchmarks._measure import METHODS
 
             provenance.record(prov / machine, machine, commit, mode, start, provenance.gpu_snapshot(), started_at,
-                              clocks.summary, status=status,
-                              extra={"failed_cases": failed, "timing_methods": METHODS, "log": str(log.name)})
+                              clocks.summary, status=status, extra={"failed_cases": failed, "timing_methods": METHODS,
+                                                                    "log": log.name if log.exists() else None})
+        elif prov is not None and status == "complete":
+            print(f"{commit[:8]}: every family finished in an earlier run: nothing measured, no provenance record "
+                  "(--force measures again)", flush=True)
     return failed
 
 
@@ -211,7 +301,8 @@ def discovered(mode: str) -> list[str]:
 
     if mode == "interpreter":
         os.environ.setdefault("TRITON_INTERPRET", "1")  # the suite's params follow the mode
-    from benchmarks import add_rmsnorm as suite
+    with unarmed():  # imports triton
+        from benchmarks import add_rmsnorm as suite
 
     out = []
     for family in FAMILIES:
@@ -237,10 +328,16 @@ def stored_names(results: pathlib.Path, machine: str, commit: str) -> set[str]:
 
 def cmd_run(a) -> int:
     # Revisions before the mode (detecting it imports torch: seconds), so a bad one is refused at once; NEW needs it.
-    mode, machine = asvrun.detect() if "NEW" in a.revs else (None, None)
+    mode, machine = detect() if "NEW" in a.revs else (None, None)
     commits = resolve(a.revs, machine, asvrun.results_dir(mode) if mode else None)
     if mode is None:
-        mode, machine = asvrun.detect()
+        mode, machine = detect()
+    if a.bench and not families(mode, a.bench):
+        raise UsageError(f"--bench {a.bench} matches no benchmark of the suite")
+    if not commits:  # only NEW gives none
+        last = newest_with_results(machine, asvrun.results_dir(mode))
+        print(f"bench.py run: nothing new on {machine} " + (f"since {last[:10]}" if last else "(no commits)"))
+        return 0
     warn_uncommitted(commits)
     failed = {}
     with asvrun.config(mode) as conf:
@@ -289,14 +386,21 @@ def selection_matches(mode: str, regexes: list[str]) -> bool:
 
 
 def cmd_gate(a) -> int:
-    head = commit_of(a.head)
-    base = git("merge-base", commit_of(a.base), head)
+    head, tip = commit_of(a.head), commit_of(a.base)
+    base = git("merge-base", tip, head)
+    if tip == head:
+        raise UsageError(f"BASE and HEAD are the same commit ({head[:10]}): run the gate on a branch ahead of BASE")
     if base == head:
-        raise UsageError(f"base and head are the same commit ({head[:10]}): run the gate on a branch ahead of BASE")
-    mode, machine = asvrun.detect()
+        raise UsageError(f"HEAD {head[:10]} is an ancestor of BASE {tip[:10]}: nothing to gate (HEAD adds no commit)")
+    mode, machine = detect()
     regexes = a.bench or [FLAGGED]
     if not selection_matches(mode, regexes):
         raise UsageError(f"--bench {regexes} matches no flagged benchmark (asv.conf.json, results/benchmarks.json)")
+    if a.summary:  # before measuring: a summary that cannot be written is found out after minutes otherwise
+        try:
+            open(a.summary, "a").close()
+        except OSError as e:
+            raise UsageError(f"--summary {a.summary}: cannot append to it ({e.strerror or e})") from None
     print(f"gate: base {base[:10]} (merge-base), head {head[:10]}, on {machine}", flush=True)
     with tempfile.TemporaryDirectory(prefix="fk-gate-") as tmp:
         (b, h), failed = measure_pair(mode, machine, a.wheels, regexes, base, head, pathlib.Path(tmp))
@@ -315,8 +419,12 @@ def cmd_gate(a) -> int:
         rc = 1 if bad else 0
     print(text, flush=True)
     if a.summary:
-        with open(a.summary, "a") as f:
-            f.write(text)
+        try:
+            with open(a.summary, "a") as f:
+                f.write(text)
+        except OSError as e:  # the verdict stands: a write error is no "slower"
+            print(f"bench.py gate: warning: the summary was not written to {a.summary} ({e.strerror or e})",
+                  file=sys.stderr)
     return rc
 
 
@@ -324,10 +432,10 @@ def cmd_bisect(a) -> int:
     import bisection
 
     good, after = range_commits(a.range)
-    mode, machine = asvrun.detect()
-    regexes = [a.bench]
+    mode, machine = detect()
+    regexes, bench = a.bench, a.bench[0]
     if not selection_matches(mode, regexes):
-        raise UsageError(f"{a.bench!r} matches no flagged benchmark (asv.conf.json, results/benchmarks.json)")
+        raise UsageError(f"{bench!r} matches no flagged benchmark (asv.conf.json, results/benchmarks.json)")
     conf_json = asvrun.load_conf()
     from asv.results import Results
 
@@ -346,10 +454,10 @@ def cmd_bisect(a) -> int:
             measure(commit, mode, machine, conf, a.wheels, regexes, tmp, resume=False, append=append)
             vals = values(commit)
             if not chosen:  # the entry: the flagged one the selection names (the largest GOOD->BAD step if several)
-                flagged = [e for e, (v, _) in vals.items() if verdict.flagged(conf_json, e) and re.search(a.bench, e)
+                flagged = [e for e, (v, _) in vals.items() if verdict.flagged(conf_json, e) and re.search(bench, e)
                            and not (isinstance(v, float) and math.isnan(v))]  # NaN: not run here
                 if not flagged:  # the selection names flagged benchmarks (checked above): asv failed
-                    raise RunError(f"{a.bench!r} measured no flagged benchmark at {commit[:10]} (see the log above)")
+                    raise RunError(f"{bench!r} measured no flagged benchmark at {commit[:10]} (see the log above)")
                 chosen.append(flagged)
             return vals
 
@@ -393,8 +501,10 @@ def cmd_bisect(a) -> int:
 
 
 def cmd_compare(a) -> int:
-    mode, machine = asvrun.detect()
     ref = commit_of(a.ref)
+    mode, machine = detect()
+    if a.bench and not families(mode, a.bench):
+        raise UsageError(f"--bench {a.bench} matches no benchmark of the suite")
     tree = working_tree_commit()
     if tree is None:
         print("compare: the working tree has no changes against HEAD; measuring REF against HEAD", flush=True)
@@ -442,14 +552,23 @@ def working_tree_commit() -> str | None:
 def cmd_publish(a) -> int:
     import publish
 
+    arm()
     return publish.publish()
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def at_least_one(text: str) -> int:
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    return int(text)
+
+
+def parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    p = argparse.ArgumentParser(prog="bench.py", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="benchmark commits into the history")
-    r.add_argument("revs", nargs="*", help="commits, ranges A..B, or NEW (default HEAD)")
+    r.add_argument("revs", nargs="*", help="commits, ranges A..B, or NEW (default HEAD; NEW skips the commits "
+                   "that change only results/ and provenance/)")
     r.add_argument("--force", action="store_true", help="measure again what an earlier run finished")
     r.add_argument("--quiet", action="store_true", help="no summary table at the end")
     sub.add_parser("publish", help="build the HTML site")
@@ -459,45 +578,112 @@ def main(argv=None) -> int:
     g.add_argument("--summary", help="append the markdown report here (e.g. $GITHUB_STEP_SUMMARY)")
     b = sub.add_parser("bisect", help="the first commit where BENCH got slower")
     b.add_argument("range", help="GOOD..BAD")
-    b.add_argument("bench_regex", metavar="BENCH", help=r"a benchmark regex, e.g. \"Inference.track_ratio\('fused', 'bf16 1x4096'\)\"")
+    b.add_argument("bench_regex", metavar="BENCH", help=r"a benchmark regex, e.g. \"Inference.track_ratio\('fused', "
+                   r"'bf16 1x4096'\)\" (leading flags such as (?i) apply to it)")
     c = sub.add_parser("compare", help="the working tree against REF, on this machine")
     c.add_argument("ref", nargs="?", default="HEAD")
-    c.add_argument("--rounds", type=int, default=1, help="alternate REF and the tree this many times")
+    c.add_argument("--rounds", type=at_least_one, default=1, help="alternate REF and the tree this many times (>= 1)")
     for s in (r, g, c):
         s.add_argument("--bench", action="append", metavar="REGEX",
-                       help="only benchmarks matching this asv -b regex (repeatable)")
+                       help="only benchmarks matching this asv -b regex (repeatable; a Python regex: leading global "
+                            "flags such as (?i) apply to it alone)")
     for s in (r, g, b, c):
-        s.add_argument("--wheels", help="folder of wheels for offline asv environments")
+        s.add_argument("--wheels", metavar="DIR", help="folder of .whl files for offline asv environments")
+    return p, {"run": r, "publish": sub.choices["publish"], "gate": g, "bisect": b, "compare": c}
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    """The arguments, checked: UsageError for what argparse would misreport, or what is found out too late."""
+    p, subs = parser()
+    cmd = next((t for t in argv if not t.startswith("-")), None)
+    if cmd in subs:  # argparse takes '-x..HEAD' for an option and reports a missing argument instead
+        known = {o for a in subs[cmd]._actions for o in a.option_strings}
+        for t in argv[argv.index(cmd) + 1:]:
+            if t == "--":
+                break
+            name = t.split("=", 1)[0]
+            if (t.startswith("-") and t != "-" and not re.fullmatch(r"-\d+", t)
+                    and not any(o == name or (name.startswith("--") and o.startswith(name)) for o in known)):
+                raise UsageError(f"{t!r} looks like an option, not a revision or regex; it is no option of {cmd}")
     a = p.parse_args(argv)
-    if a.cmd == "bisect":
-        a.bench = a.bench_regex
+    a.bench = [a.bench_regex] if a.cmd == "bisect" else getattr(a, "bench", None)
+    if a.cmd != "publish":
+        check_machine(os.environ.get("FUSEDKERNEL_MACHINE"))
+        check_regexes(a.bench or [], "BENCH" if a.cmd == "bisect" else "--bench")
+        if a.wheels:
+            check_wheels(a.wheels)
+    return a
+
+
+def check_machine(name: str | None) -> None:
+    if name is not None and not asvrun.valid_machine(name):
+        raise UsageError(f"FUSEDKERNEL_MACHINE={name!r} is no machine name (a folder under results/): letters, "
+                         "digits, '.', '_' and '-', a letter or digit first, no '..'")
+
+
+def check_regexes(regexes: list[str], what: str) -> None:
+    """Each regex, and each family's combined regex (what asv gets), must compile."""
+    for r in regexes:
+        try:
+            re.compile(r)
+        except re.error as e:
+            raise UsageError(f"{what} {r!r} is not a valid regex: {e}") from None
+    for family in FAMILIES:
+        try:
+            re.compile(asvrun.family_regex(family, regexes))
+        except re.error as e:
+            raise UsageError(f"{what} {regexes}: the regexes do not combine into one: {e}") from None
+
+
+def check_wheels(folder: str) -> None:
+    path = pathlib.Path(folder)
+    if not path.is_dir():
+        raise UsageError(f"--wheels {folder}: no such folder")
+    if not any(path.glob("*.whl")):
+        raise UsageError(f"--wheels {folder}: no .whl file in it")
+
+
+COMMANDS = {"run": cmd_run, "publish": cmd_publish, "gate": cmd_gate, "bisect": cmd_bisect, "compare": cmd_compare}
+
+
+def main(argv=None) -> int:
+    # First: a signal from here on stops the run (see catch_signals and arm).
+    old = catch_signals()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    cmd = next((t for t in argv if t in COMMANDS), "")
     # Progress must reach a pipe (CI's log, tee) as it happens, not when the buffer fills.
     if hasattr(sys.stdout, "reconfigure"):
         sys.stdout.reconfigure(line_buffering=True)
-    # Outside asv too, SIGTERM unwinds like Ctrl-C: temporary configs and folders are removed,
-    # the provenance of the commit in progress is written. (Only the main thread may set it.)
-    main_thread = threading.current_thread() is threading.main_thread()
-    old = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
     try:
-        return {"run": cmd_run, "publish": cmd_publish, "gate": cmd_gate, "bisect": cmd_bisect,
-                "compare": cmd_compare}[a.cmd](a)
-    except UsageError as e:
-        print(f"bench.py {a.cmd}: {e}", file=sys.stderr)
-        return 2
-    except RunError as e:
-        print(f"bench.py {a.cmd}: run error: {e}", file=sys.stderr)
-        return 3
-    except (asvrun.Interrupted, KeyboardInterrupt) as e:
-        name = e.args[0] if isinstance(e, asvrun.Interrupted) else "SIGINT"
-        print(f"bench.py {a.cmd}: interrupted ({name}); finished results are kept", file=sys.stderr)
-        return 143 if name == "SIGTERM" else 130
+        try:
+            a = parse(argv)
+            return COMMANDS[a.cmd](a)
+        finally:
+            _signals["armed"] = False  # unwound: a late signal must not raise inside the reporting below
+    except (KeyboardInterrupt, Exception) as e:
+        return report_error(cmd, e)
     finally:
-        if main_thread:
-            signal.signal(signal.SIGTERM, old)
+        for s, handler in old.items():
+            signal.signal(s, handler)
 
 
-def _terminate(signum, _frame):
-    raise asvrun.Interrupted(signal.Signals(signum).name)
+def report_error(cmd: str, e: Exception) -> int:
+    """One line on stderr (a crash: its traceback too) and the exit status."""
+    if _signals["received"] or isinstance(e, (asvrun.Interrupted, KeyboardInterrupt)):
+        # An error after a signal is the signal's doing (Ctrl-C reaches git's and asv's processes too).
+        sig = (signal.Signals[e.args[0]] if isinstance(e, asvrun.Interrupted)
+               else signal.Signals(_signals["received"][0]) if _signals["received"] else signal.SIGINT)
+        print(f"bench.py {cmd}: interrupted ({sig.name}); finished results are kept", file=sys.stderr)
+        return STOPS[sig]
+    if isinstance(e, UsageError):
+        print(f"bench.py {cmd}: {e}", file=sys.stderr)
+        return 2
+    if isinstance(e, RunError):
+        print(f"bench.py {cmd}: run error: {e}", file=sys.stderr)
+        return 3
+    traceback.print_exc()  # a bug of bench.py: exit 3 (a run error), never 1 ("slower")
+    print(f"bench.py {cmd}: crashed ({type(e).__name__}): see the traceback above", file=sys.stderr)
+    return 3
 
 
 if __name__ == "__main__":

@@ -48,16 +48,20 @@ def bisect(commits: list[str], measure, remeasure, factor: float, entry: str, ec
     if good[0] is None:
         return Outcome(None, f"GOOD {commits[0][:10]} failed to measure", steps, error=True)
 
-    def slow(i) -> bool:
+    def against_good(i):
         v = value(i)
-        return v[0] is not None and compare(entry, good[0], v[0], good[1], v[1], factor).regressed
+        return compare(entry, good[0], v[0], good[1], v[1], factor)
 
     last = len(commits) - 1
     if value(last)[0] is None:
         return Outcome(None, f"BAD {commits[last][:10]} failed to measure", steps, error=True)
-    if not slow(last):
-        return Outcome(None, f"BAD {commits[last][:10]} is not beyond x{factor:.3g} of GOOD "
-                             f"({_fmt(good[0])} -> {_fmt(seen[last][0])}): no step in the range", steps)
+    if not (check := against_good(last)).regressed:
+        return Outcome(None, f"BAD {commits[last][:10]} is not a step from GOOD ({_fmt(good[0])} -> "
+                             f"{_fmt(seen[last][0])}): {check.why('BAD/GOOD')}", steps)
+
+    def slow(i) -> bool:
+        return value(i)[0] is not None and against_good(i).regressed
+
     lo, hi = 0, last  # lo is not slow, hi is
     while hi - lo > 1:
         mid = (lo + hi) // 2
@@ -70,9 +74,10 @@ def bisect(commits: list[str], measure, remeasure, factor: float, entry: str, ec
     again = remeasure([parent, named, parent, named])
     check = compare(entry, again[parent][0], again[named][0], again[parent][1], again[named][1], factor)
     if not check.regressed:
-        return Outcome(None, f"{named[:10]} was not confirmed: re-measured against its parent, ratio "
-                             f"{_fmt(check.ratio)} (p {_fmt(check.p)}) is not beyond x{factor:.3g}", steps, check)
-    return Outcome(named, f"first commit beyond x{factor:.3g} of GOOD, confirmed against its parent", steps, check)
+        return Outcome(None, f"{named[:10]} was not confirmed: re-measured against its parent, "
+                             f"{check.why('named/parent')}", steps, check)
+    return Outcome(named, f"first commit beyond x{factor:.3g} of GOOD, confirmed against its parent "
+                          f"({check.why('named/parent')})", steps, check)
 
 
 def _fmt(v) -> str:

@@ -18,6 +18,7 @@ import math
 import re
 
 DEFAULT_THRESHOLD = 0.05  # asv's, where no regex matches
+P_THRESHOLD = 0.002  # asv's significance level (asv._stats.is_different's default)
 
 
 def thresholds(conf: dict) -> dict[str, float]:
@@ -67,6 +68,29 @@ class Comparison:
     def regressed(self) -> bool:
         return self.significant and self.ratio is not None and self.ratio > self.factor
 
+    def why(self, ratio_name: str = "ratio") -> str:
+        """The ratio and the condition that decides whether it is a regression, in words.
+
+        E.g. "BAD/GOOD = 1.44, beyond x1.03 but not significant (p 0.0031, needs < 0.002)".
+        """
+        if self.ratio is None:
+            return f"{ratio_name}: not compared (a value is missing)"
+        head = f"{ratio_name} = {self.ratio:.3g}"
+        if self.ratio <= self.factor:
+            return f"{head}, not beyond x{self.factor:.3g}"
+        decided = "and significant" if self.significant else "but not significant"
+        return f"{head}, beyond x{self.factor:.3g} {decided} ({self.significance()})"
+
+    def significance(self) -> str:
+        """What decided significance: Mann-Whitney's p, or asv's fallback (too few samples, or none)."""
+        if self.p is not None and (self.p < P_THRESHOLD) == self.significant:
+            return f"p {self.p:.2g}" + ("" if self.significant else f", needs < {P_THRESHOLD}")
+        if self.p is not None:
+            return f"too few samples for p < {P_THRESHOLD}: 99% confidence intervals " + \
+                ("apart" if self.significant else "overlap")
+        return "no samples: " + ("confidence intervals apart, or one value each" if self.significant
+                                 else "99% confidence intervals overlap")
+
 
 def p_value(ss_a, ss_b) -> float | None:
     """Mann-Whitney p of two sample lists (asv's test), None without samples."""
@@ -109,14 +133,29 @@ def _nan(v) -> bool:
     return isinstance(v, float) and math.isnan(v)
 
 
+def label(r: Comparison) -> str:
+    """The verdict column: what was decided and on which condition."""
+    sig = f"p < {P_THRESHOLD}" if r.p is not None and r.p < P_THRESHOLD else "significant"
+    if r.ratio is None:
+        return "not compared"
+    if r.regressed:
+        return f"REGRESSED (> x{r.factor:.3g}, {sig})"
+    if 1 / r.factor <= r.ratio <= r.factor:
+        return f"within x{r.factor:.3g}"
+    if r.significant:
+        return f"faster (< x{1 / r.factor:.3g}, {sig})"
+    return f"not significant (p ≥ {P_THRESHOLD})" if r.p is not None else "not significant (99% CIs overlap)"
+
+
 def table(rows: list[Comparison], before: str = "before", after: str = "after") -> str:
-    """A markdown table: benchmark, before, after, ratio, p, verdict."""
+    """A markdown table: benchmark, before, after, ratio, p, verdict; the rule under it."""
     lines = [f"| benchmark | {before} | {after} | ratio | p (Mann-Whitney) | verdict |", "|---|---|---|---|---|---|"]
     for r in rows:
         fmt = (lambda v: "failed" if v is None else f"{v:.4g}")
-        verdict = ("REGRESSED" if r.regressed else "faster" if r.significant and r.ratio and r.ratio < 1 / r.factor
-                   else "same" if r.ratio is not None else "not compared")
         p = "–" if r.p is None else f"{r.p:.2g}"
         ratio = "–" if r.ratio is None else f"{r.ratio:.3f}"
-        lines.append(f"| {r.entry} | {fmt(r.before)} | {fmt(r.after)} | {ratio} | {p} | {verdict} (x{r.factor:.3g}) |")
+        lines.append(f"| {r.entry} | {fmt(r.before)} | {fmt(r.after)} | {ratio} | {p} | {label(r)} |")
+    lines.append(f"\nratio = {after} / {before}. A ratio beyond the benchmark's factor (x, 1 + its asv.conf.json "
+                 f"threshold) counts only when significant: asv's Mann-Whitney test on the samples, p < {P_THRESHOLD} "
+                 "(with too few samples, 99% confidence intervals that do not overlap).")
     return "\n".join(lines)

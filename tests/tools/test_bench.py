@@ -1,6 +1,9 @@
 """tools/bench.py and its modules without a real asv run (fast); the flows end to end: test_flows.py."""
 
 import json
+import re
+import shutil
+import types
 import os
 import pathlib
 import signal
@@ -144,8 +147,9 @@ def test_new_starts_after_the_newest_commit_with_results_of_the_mode(tmp_path):
     (tmp_path / "m" / f"{parent[:8]}-env.json").write_text(json.dumps({"commit_hash": parent}))
     (tmp_path / "m" / "garbage-env.json").write_text("{")
     assert bench.newest_with_results("m", tmp_path) == parent
-    if set(bench._under(head, "results/") + bench._under(head, "provenance/")) != set(
-            bench.git("diff-tree", "--no-commit-id", "--name-only", "-r", head).split()):
+    (tmp_path / "m" / "list-env.json").write_text("[]")  # JSON, but no asv result
+    assert bench.newest_with_results("m", tmp_path) == parent
+    if not bench.results_only(head):
         assert bench.resolve(["NEW"], "m", tmp_path) == [head]
 
 
@@ -197,3 +201,397 @@ def test_option_like_revisions_are_refused_before_git_sees_them(tmp_path):
     out = subprocess.run([sys.executable, str(bench.ROOT / "tools" / "bench.py"), "run", "--",
                           f"--output={target}"], capture_output=True, text=True)
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and not target.exists()
+
+
+# ---------------------------------------------------------------- the command line, on fakes
+
+NAMES = ["add_rmsnorm.Inference.track_ratio('fused', 'bf16 1x64')", "add_rmsnorm.Inference.track_time('bf16 1x64')",
+         "add_rmsnorm.Forward.track_ratio('fused', 'bf16 1x64')"]
+
+
+@pytest.fixture
+def fake(monkeypatch, tmp_path):
+    """bench.main without torch, asv or the repository's own folders; what it did is in the returned namespace."""
+    calls = types.SimpleNamespace(detect=0, asv=[], pair=[], tmp=tmp_path)
+
+    def detect():
+        calls.detect += 1
+        return "interpreter", "m"
+
+    def asv(args, env, log, echo=print):
+        calls.asv.append(args)
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.touch()
+        return 0
+
+    monkeypatch.setattr(asvrun, "detect", detect)
+    monkeypatch.setattr(asvrun, "asv", asv)
+    monkeypatch.setattr(bench, "discovered", lambda mode: NAMES)
+    monkeypatch.setattr(asvrun, "results_dir", lambda mode: tmp_path / "results")
+    monkeypatch.setattr(asvrun, "provenance_dir", lambda mode: tmp_path / "provenance")
+    monkeypatch.setattr(asvrun, "LOGS", tmp_path / "logs")
+    monkeypatch.setattr(bench, "STATE", tmp_path / "state")
+    monkeypatch.delenv("FUSEDKERNEL_MACHINE", raising=False)
+    return calls
+
+
+def main(*argv) -> int:
+    """bench.main's exit status (argparse's SystemExit included)."""
+    try:
+        return bench.main(list(argv))
+    except SystemExit as e:
+        return e.code
+
+
+def records(calls) -> list:
+    return sorted((calls.tmp / "provenance").rglob("*.json"))
+
+
+def refused_before_anything(calls, capsys, *words):
+    """One line on stderr, nothing detected (torch), measured or recorded."""
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    for w in words:
+        assert w in err, err
+    assert calls.detect == 0 and calls.asv == [] and calls.pair == [] and records(calls) == []
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["run", "HEAD", "--bench", "("], ["--bench '('", "not a valid regex"]),
+    (["run", "HEAD", "--bench", "Inference", "--bench", "["], ["--bench '['"]),
+    (["gate", "HEAD~1", "HEAD", "--bench", "("], ["--bench '('"]),
+    (["compare", "--bench", "a)"], ["--bench 'a)'"]),
+    (["bisect", "HEAD~1..HEAD", "["], ["BENCH '['"]),
+    (["bisect", "HEAD~1..HEAD", "track(?i)_ratio"], ["global flags"]),
+    # Each valid alone, not together (asv gets them as one regex).
+    (["run", "HEAD", "--bench", "(?P<x>Inference)", "--bench", "(?P<x>Forward)"], ["do not combine"]),
+])
+def test_an_invalid_regex_is_refused_before_anything(fake, capsys, argv, words):
+    """A: a regex that does not compile (alone or combined): one line, exit 2, nothing measured or recorded."""
+    assert main(*argv) == 2
+    refused_before_anything(fake, capsys, f"bench.py {argv[0]}: ", *words)
+
+
+def test_leading_global_flags_apply_to_their_regex_alone():
+    """A: `(?i)...` stays valid inside the family regex, and its flag does not reach the other regexes."""
+    rx = asvrun.family_regex("Inference", ["(?i)inference.TRACK_ratio"])
+    assert re.search(rx, NAMES[0]) and not re.search(rx, NAMES[2])
+    rx = asvrun.family_regex("Inference", ["(?i)nomatch", "(?x) inference # a verbose comment", "TRACK_TIME"])
+    assert not any(re.search(rx, n) for n in NAMES)
+    assert re.search(asvrun.family_regex("Inference", ["(?x)(?s) track_time # comment"]), NAMES[1])
+
+
+def test_run_with_global_flags_measures_what_they_select(fake, capsys):
+    """A: `run --bench '(?i)inference.track_ratio'` measures Inference only."""
+    assert main("run", "HEAD", "--quiet", "--bench", r"(?i)inference.track_ratio") == 0, capsys.readouterr()
+    runs = [a for a in fake.asv if a[0] == "run"]
+    assert len(runs) == 1 and re.search(runs[0][runs[0].index("-b") + 1], NAMES[0])
+
+
+@pytest.mark.parametrize("cmd", [["run", "HEAD"], ["compare"]])
+def test_a_selection_matching_no_benchmark_is_a_usage_error(fake, capsys, cmd):
+    """B: --bench that matches no benchmark of the suite: exit 2, nothing measured or recorded."""
+    assert main(*cmd, "--bench", "NoSuch") == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "matches no benchmark" in err, err
+    assert fake.asv == [] and records(fake) == []
+
+
+def test_run_new_with_nothing_new_says_so(fake, capsys, monkeypatch):
+    """C: NEW after the newest commit with results is empty: one line, exit 0, no summary, asv never started."""
+    head = bench.commit_of("HEAD")
+    monkeypatch.setattr(bench, "newest_with_results", lambda machine, results: head)
+    assert main("run", "NEW") == 0
+    out = capsys.readouterr().out
+    assert out.strip().splitlines() == [f"bench.py run: nothing new on m since {head[:10]}"]
+    assert fake.asv == [] and records(fake) == []
+
+
+def test_new_drops_only_commits_of_results_alone(monkeypatch, tmp_path):
+    """D: NEW keeps an empty commit and a merge (git diff-tree prints nothing for both), drops commits that change
+    only results/ and provenance/ (a merge: against its first parent)."""
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@localhost", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@localhost"}
+
+    def g(*args):
+        return subprocess.run(["git", "-c", "commit.gpgsign=false", "-c", "core.hooksPath=/dev/null", *args],
+                              cwd=tmp_path, env=env, check=True, capture_output=True, text=True).stdout.strip()
+
+    def commit(path, message, *extra):
+        if path:
+            (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / path).write_text(message)
+            g("add", path)
+        g("commit", "-q", *extra, "-m", message)
+        return g("rev-parse", "HEAD")
+
+    g("init", "-q", "-b", "main")
+    base = commit("code.py", "base")
+    results = commit("results/m/x.json", "results only")
+    empty = commit(None, "empty", "--allow-empty")
+    g("checkout", "-q", "-b", "side")
+    commit("code2.py", "side: code")
+    g("checkout", "-q", "main")
+    g("merge", "-q", "--no-ff", "-m", "merge code", "side")
+    merge = g("rev-parse", "HEAD")
+    g("checkout", "-q", "-b", "side2", base)
+    commit("provenance/m/y.json", "side2: provenance only")
+    g("checkout", "-q", "main")
+    g("merge", "-q", "--no-ff", "-m", "merge provenance", "side2")
+    both = commit("provenance/m/z.json", "provenance only")
+    monkeypatch.setattr(bench, "ROOT", tmp_path)
+    monkeypatch.setattr(bench, "newest_with_results", lambda machine, results: base)
+    assert not bench.results_only(empty) and not bench.results_only(merge)
+    assert bench.results_only(results) and bench.results_only(both)
+    assert bench.resolve(["NEW"], "m", tmp_path) == [empty, merge]
+    assert not bench.results_only(base)  # a root commit: every file is a change
+
+
+@pytest.mark.parametrize("rounds", ["0", "-1", "x"])
+def test_compare_rounds_must_be_at_least_one(fake, capsys, rounds):
+    """E: --rounds below 1 is argparse's usage error (exit 2), before anything runs."""
+    assert main("compare", "--rounds", rounds) == 2
+    assert "--rounds" in capsys.readouterr().err
+    assert fake.detect == 0 and fake.asv == []
+
+
+def test_wheels_must_be_a_folder_of_wheels(fake, capsys, tmp_path):
+    """F: --wheels that is no folder, or holds no .whl file: one line, exit 2, before anything runs."""
+    assert main("run", "HEAD", "--wheels", "/nonexistent") == 2
+    refused_before_anything(fake, capsys, "--wheels /nonexistent: no such folder")
+    (tmp_path / "wheels").mkdir()
+    assert main("gate", "HEAD~1", "HEAD", "--wheels", str(tmp_path / "wheels")) == 2
+    refused_before_anything(fake, capsys, "no .whl file")
+    (tmp_path / "wheels" / "x-1-py3-none-any.whl").touch()
+    bench.check_wheels(str(tmp_path / "wheels"))
+
+
+@pytest.fixture
+def fake_pair(fake, monkeypatch):
+    """measure_pair: nothing measured, one failed case (the gate's run error); ``fake.on_pair`` runs first."""
+    fake.on_pair = lambda: None
+
+    def pair(*args, **kw):
+        fake.pair.append(args)
+        fake.on_pair()
+        return (None, None), ["x"]
+
+    monkeypatch.setattr(bench, "measure_pair", pair)
+    return fake
+
+
+def test_gate_refuses_a_summary_it_cannot_append_to_before_measuring(fake_pair, capsys):
+    """G: --summary in a folder that does not exist: exit 2 before measuring."""
+    assert main("gate", "HEAD~1", "HEAD", "--summary", "/nonexistent/x.md") == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--summary /nonexistent/x.md" in err, err
+    assert fake_pair.pair == []
+
+
+def test_gate_summary_write_error_keeps_the_verdict(fake_pair, capsys, tmp_path):
+    """G: a summary that cannot be written at the end is a warning: the exit status stays the verdict's (here 3)."""
+    folder = tmp_path / "summary"
+    folder.mkdir()
+    fake_pair.on_pair = lambda: shutil.rmtree(folder)  # gone while measuring
+    assert main("gate", "HEAD~1", "HEAD", "--summary", str(folder / "x.md")) == 3
+    captured = capsys.readouterr()
+    assert "## Benchmark gate: ERROR" in captured.out
+    assert "warning: the summary was not written" in captured.err and "Traceback" not in captured.err
+
+
+def noisy(samples):
+    from asv_runner.statistics import compute_stats
+
+    value, stats = compute_stats(samples, 1)
+    return value, (stats, samples)
+
+
+def test_bisection_says_which_condition_failed():
+    """H: BAD far beyond the factor but not significant says so, with p and the level it needs; also when
+    the confirmation fails; BAD within the factor says that."""
+    good = noisy([1.0 + k / 1000 for k in range(8)])
+    wide = noisy([1.0, 1.01, 1.02, 1.03, 5.0, 5.01, 5.02, 5.03])  # median ~3x GOOD's, half of it overlapping
+    out = bisection.bisect(["g", "b"], {"g": good, "b": wide}.get, None, 1.5, "e", echo=lambda *_: None)
+    assert out.named is None and not out.error
+    assert re.search(r"BAD/GOOD = 3(\.\d+)?, beyond x1\.5 but not significant \(p 0\.\d+, needs < 0\.002\)",
+                     out.reason), out.reason
+    out = bisection.bisect(["g", "b"], {"g": good, "b": noisy([1.2 + k / 1000 for k in range(8)])}.get, None, 1.5,
+                           "e", echo=lambda *_: None)
+    assert "BAD/GOOD = 1.2, not beyond x1.5" in out.reason, out.reason
+    # The search finds c2 (clean samples), the re-measurement does not confirm it.
+    clean = {"c0": good, "c1": good, "c2": noisy([3.0 + k / 1000 for k in range(8)])}
+    out = bisection.bisect(list(clean), clean.get, lambda order: {"c1": good, "c2": wide}, 1.5, "e",
+                           echo=lambda *_: None)
+    assert out.named is None and "c2 was not confirmed" in out.reason
+    assert re.search(r"named/parent = 3(\.\d+)?, beyond x1\.5 but not significant \(p 0\.\d+, needs < 0\.002\)",
+                     out.reason), out.reason
+
+
+@pytest.mark.parametrize("sig, rc", [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+def test_a_signal_while_torch_is_imported_stops_the_run(fake, monkeypatch, capsys, sig, rc):
+    """I, J: a signal during the mode's detection (torch's import, whose own `except` may swallow what a handler
+    raises, and which may install handlers of its own) stops the run before asv starts; exit 128 + signal."""
+    def detect():
+        fake.detect += 1
+        try:  # what an import may do: catch everything, install handlers of its own
+            os.kill(os.getpid(), sig)
+            time.sleep(0.1)
+        except BaseException:
+            pass
+        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(s, signal.SIG_DFL if s != signal.SIGINT else signal.default_int_handler)
+        return "interpreter", "m"
+
+    monkeypatch.setattr(asvrun, "detect", detect)
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    seen = []  # a later signal must not kill the test run: our own handler while asserting
+    signal.signal(signal.SIGHUP, lambda *a: seen.append(a))
+    try:
+        assert main("run", "HEAD", "--quiet") == rc
+    finally:
+        for s, h in before.items():
+            signal.signal(s, h)
+    assert f"interrupted ({sig.name})" in capsys.readouterr().err
+    assert fake.asv == [] and records(fake) == []
+
+
+def test_handlers_are_ours_again_after_torch_replaced_them(fake, monkeypatch, capsys):
+    """I: handlers an import installed are replaced by bench.py's again (asv runs under them)."""
+    def detect():
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        return "interpreter", "m"
+
+    handlers = []
+    monkeypatch.setattr(asvrun, "detect", detect)
+    monkeypatch.setattr(asvrun, "asv", lambda *a, **k: handlers.append(
+        (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))) or 0)
+    before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    assert main("run", "HEAD", "--quiet") == 0, capsys.readouterr()
+    assert handlers and all(i is t and callable(i) and i is not signal.default_int_handler for i, t in handlers)
+    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before  # put back
+
+
+def test_sigint_stops_a_run_started_with_sigint_ignored(tmp_path):
+    """I: a run started with SIGINT ignored (a script's background job: what made Ctrl-C look swallowed by
+    torch's import) stops on SIGINT while it detects the mode: exit 130 (not the gate's refusal after it)."""
+    env = {k: v for k, v in os.environ.items() if k != "FUSEDKERNEL_MACHINE"}
+    proc = subprocess.Popen([sys.executable, str(bench.ROOT / "tools" / "bench.py"), "gate", "HEAD~1", "HEAD",
+                             "--bench", "NoSuchBench"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    deadline = time.monotonic() + 60
+    while proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, (out, err)
+    assert "interrupted (SIGINT)" in err and "Traceback" not in err, err
+
+
+def test_sighup_stops_asv_and_everything_it_started(tmp_path):
+    """J: SIGHUP (a closed terminal) while asv runs: asv and its session stopped, Interrupted("SIGHUP")."""
+    fake_asv = tmp_path / "fake"
+    (fake_asv / "asv").mkdir(parents=True)
+    (fake_asv / "asv" / "__init__.py").write_text("")
+    pid_file = tmp_path / "pid"
+    (fake_asv / "asv" / "__main__.py").write_text(f"""
+import subprocess, time
+p = subprocess.Popen(["sleep", "600"], process_group=0, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                     stderr=subprocess.DEVNULL)
+open({str(pid_file)!r}, "w").write(str(p.pid))
+print("· Running 1 total benchmarks", flush=True)
+time.sleep(10)
+""")
+    env = {**os.environ, "PYTHONPATH": str(fake_asv)}
+    seen = []
+    old = signal.signal(signal.SIGHUP, lambda *a: seen.append(a))  # without the fix, not the test's end
+    start = time.monotonic()
+    try:
+        with pytest.raises(asvrun.Interrupted, match="SIGHUP"):
+            asvrun.asv(["run"], env, tmp_path / "log", echo=lambda line: os.kill(os.getpid(), signal.SIGHUP))
+    finally:
+        signal.signal(signal.SIGHUP, old)
+        pid = int(pid_file.read_text())
+    assert time.monotonic() - start < 8
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and pathlib.Path(f"/proc/{pid}").exists() and \
+            pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+        time.sleep(0.05)
+    if pathlib.Path(f"/proc/{pid}").exists() and \
+            pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+        os.kill(pid, signal.SIGKILL)  # ours: end it, by id
+        pytest.fail("asv's child outlived a SIGHUP")
+
+
+@pytest.mark.parametrize("text", ["[]", "{}", '{"results": [], "result_columns": []}', '"x"', '{"resu'])
+def test_a_results_file_that_is_no_asv_result_is_moved_aside(tmp_path, text):
+    """K: valid JSON of another shape is moved aside like invalid JSON, with a warning naming it."""
+    path = tmp_path / "abcdef12-env.json"
+    path.write_text(text)
+    warnings = []
+    assert not asvrun.readable(path, warn=warnings.append)
+    assert not path.exists() and path.with_name(path.name + ".corrupt").read_text() == text
+    assert len(warnings) == 1 and str(path) in warnings[0] and "moved to abcdef12-env.json.corrupt" in warnings[0]
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps({"commit_hash": "a" * 40, "results": {}, "result_columns": [], "version": 2}))
+    assert asvrun.readable(good, warn=warnings.append) and good.exists()
+
+
+@pytest.mark.parametrize("name", ["", "../../evilm", "a/b", "..", ".hidden", "a..b", "-x", "a b"])
+def test_a_machine_name_that_is_no_folder_name_is_refused(fake, capsys, monkeypatch, name):
+    """Q: FUSEDKERNEL_MACHINE names a folder under results/: one line, exit 2, before anything runs."""
+    monkeypatch.setenv("FUSEDKERNEL_MACHINE", name)
+    assert main("run", "HEAD") == 2
+    refused_before_anything(fake, capsys, "FUSEDKERNEL_MACHINE")
+    for ok in ("nvidia-h200", "cpu-triton-interpreter", "runner_1.a"):
+        assert asvrun.valid_machine(ok)
+
+
+def test_a_run_that_measures_nothing_writes_no_provenance(fake, capsys):
+    """9: a commit whose families an earlier run finished: no new provenance record, no log named."""
+    head = bench.commit_of("HEAD")
+    regex = r"Inference.track_ratio\('fused'"
+    assert main("run", "HEAD", "--quiet", "--bench", regex) == 0
+    assert len(records(fake)) == 1
+    rec = json.loads(records(fake)[0].read_text())
+    assert (fake.tmp / "logs" / rec["log"]).exists()
+    results = fake.tmp / "results" / "m"
+    results.mkdir(parents=True)
+    (results / f"{head[:8]}-env.json").write_text(json.dumps({  # what asv stored in the first run
+        "commit_hash": head, "result_columns": ["result", "params"], "version": 2,
+        "results": {"add_rmsnorm.Inference.track_ratio": [[1.0], [["'fused'"], ["'bf16 1x64'"]]]}}))
+    capsys.readouterr()
+    assert main("run", "HEAD", "--quiet", "--bench", regex) == 0
+    out = capsys.readouterr().out
+    assert "Inference: finished in an earlier run, kept" in out
+    assert "nothing measured, no provenance record" in out and "(log:" not in out, out
+    assert len(records(fake)) == 1 and [a[0] for a in fake.asv].count("run") == 1  # the first run's family
+
+
+def test_gate_with_head_behind_base_says_so(fake, capsys):
+    """10: HEAD an ancestor of BASE is not "the same commit" (that is the merge-base)."""
+    assert main("gate", "HEAD", "HEAD~1") == 2
+    refused_before_anything(fake, capsys, "is an ancestor of BASE", "nothing to gate")
+    assert main("gate", "HEAD", "HEAD") == 2
+    refused_before_anything(fake, capsys, "same commit")
+
+
+@pytest.mark.parametrize("argv", [["bisect", "-x..HEAD", "x"], ["run", "-x..HEAD"], ["gate", "-x", "HEAD"]])
+def test_an_option_like_revision_is_named(fake, capsys, argv):
+    """11: argparse takes '-x..HEAD' for an option (and reports a missing BENCH): the refusal names it."""
+    assert main(*argv) == 2
+    refused_before_anything(fake, capsys, f"bench.py {argv[0]}: '{argv[1]}' looks like an option")
+
+
+def test_the_table_says_what_each_verdict_means():
+    """12: each verdict says its condition; the significance level is stated once, under the table."""
+    rows = [verdict.Comparison("slow", 1.0, 1.285, 1.03, True, 0.0002),
+            verdict.Comparison("noisy", 1.0, 1.285, 1.03, False, 0.003),
+            verdict.Comparison("same", 1.0, 1.01, 1.03, False, 0.4),
+            verdict.Comparison("fast", 1.0, 0.5, 1.03, True, 0.0002),
+            verdict.Comparison("gone", 1.0, None, 1.03, False, None)]
+    text = verdict.table(rows, "base", "head")
+    got = {line.split("|")[1].strip(): line.split("|")[-2].strip() for line in text.splitlines()[2:7]}
+    assert got == {"slow": "REGRESSED (> x1.03, p < 0.002)", "noisy": "not significant (p ≥ 0.002)",
+                   "same": "within x1.03", "fast": "faster (< x0.971, p < 0.002)", "gone": "not compared"}
+    assert text.count("0.002") == 4 and "Mann-Whitney" in text.splitlines()[-1]
