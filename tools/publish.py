@@ -165,7 +165,9 @@ def regressions_page(regressed: dict, html_dir: pathlib.Path) -> str:
             a = to_hash.get(str(after), f"r{after}")
             good = b[:10] if b else a[:10] + "^"  # one commit: asv names no "before"
             regex = "^" + entry.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")
-            cmd = f"python tools/bench.py bisect {good}..{a[:10]} {shlex.quote(regex)}"
+            # Double quotes read better around the regex's own single quotes, where the shell allows them.
+            quoted = f'"{regex}"' if not set(regex) & set('"$`!') else shlex.quote(regex)
+            cmd = f"python tools/bench.py bisect {good}..{a[:10]} {quoted}"
             rows.append(f"<tr><td>{html.escape(entry)}</td><td><code>{(b or '')[:10]}..{a[:10]}</code></td>"
                         f"<td>{v_before:.4g} → {v_after:.4g} ({(v_after / v_before - 1) * 100:+.1f}%)</td>"
                         f"<td><code>{html.escape(cmd)}</code></td></tr>")

@@ -40,6 +40,12 @@ def test_regressions_page_gives_range_size_and_bisect_command(tmp_path):
     page = publish.regressions_page({entry: [[3, 4, 1.5, 1.65]]}, tmp_path)
     assert "aaaaaaaaaa..bbbbbbbbbb" in page and "+10.0%" in page
     assert "python tools/bench.py bisect aaaaaaaaaa..bbbbbbbbbb" in page
+    # The command, as the shell splits it, hands bisect a regex that matches the flagged entry.
+    import html
+    import re
+    import shlex
+    cmd = shlex.split(html.unescape(re.search(r"<code>(python tools/bench.py bisect [^<]*)</code>", page).group(1)))
+    assert cmd[:4] == ["python", "tools/bench.py", "bisect", "aaaaaaaaaa..bbbbbbbbbb"] and re.match(cmd[4], entry)
     # One commit: asv leaves "before" out; the bisect starts at its parent.
     page = publish.regressions_page({entry: [[None, 4, 1.5, 1.65]]}, tmp_path)
     assert "bisect bbbbbbbbbb^..bbbbbbbbbb" in page
