@@ -221,20 +221,20 @@ def forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Sett
 
 def forward_candidates(n_cols: int, elem_bytes: int, max_splits: int,
                        settings: Settings = HOPPER) -> list[ForwardConfig]:
-    """What ``tools/kernel/tune_forward.py`` sweeps: the rule's choice first, then its neighbours.
+    """What ``tools/kernel/tune_forward.py`` sweeps: the rule's choice first, then a grid around it.
 
-    Whole rows: weight first flipped, half and twice the warps, half and twice
-    the rows per program. Rows 16384 or wider: every split of 1-4 rows by
-    1024-4096 columns with 2-8 warps that keeps a program's tile at most 8192
-    elements and at least 128 columns per warp.
+    Whole rows: 1, 2 or 4 rows per program (tiles of at most 16384 elements)
+    by 4-32 warps, and the rule's choice with the weight loaded the other way.
+    Rows 16384 or wider: every split of 1-4 rows by 1024-4096 columns with
+    2-8 warps that keeps a program's tile at most 8192 elements and at least
+    128 columns per warp.
     """
     rule = forward_config(n_cols, elem_bytes, max_splits, settings)
     out = [rule]
     if rule.splits == 1 and rule.path == "rows":
         out.append(dataclasses.replace(rule, weight_first=not rule.weight_first))
-        for bm, w in [(rule.block_m, rule.num_warps // 2), (rule.block_m, rule.num_warps * 2),
-                      (rule.block_m * 2, rule.num_warps), (rule.block_m // 2, rule.num_warps)]:
-            if bm >= 1 and 4 <= w <= MAX_WARPS:
+        for bm, w in itertools.product([1, 2, 4], [4, 8, 16, 32]):
+            if bm * rule.block_n <= 16384 and 32 * w <= bm * rule.block_n:
                 out.append(ForwardConfig("rows", bm, rule.block_n, 1, w, rule.weight_first))
     if n_cols >= 16384:
         for bm, bn, w in itertools.product([1, 2, 4], [1024, 2048, 4096], [2, 4, 8]):

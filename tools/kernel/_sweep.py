@@ -1,13 +1,15 @@
 """What both tuners share: the GPU inputs, the timing (the suite's own) and the printed table.
 
 Every candidate is checked against a float64 reference first; then it is
-timed with ``benchmarks/_measure.interleaved_medians`` (single-call device
-time, L2 flushed, interleaved with the floor in 3 rounds) and reported as a
-fraction of the floor (floor time / op time; 1.0 = as fast as the floor).
+timed with ``benchmarks/_measure.interleaved_medians`` (by default single-call
+device time, L2 flushed; interleaved with the floor in 3 rounds) and reported
+as a fraction of the floor (floor time / op time; 1.0 = as fast as the floor).
 """
 
 from __future__ import annotations
 
+import json
+import os
 import pathlib
 import sys
 
@@ -24,13 +26,14 @@ def rows_for(n: int, mib: int) -> int:
     return max(128, (mib << 20) // (2 * n))
 
 
-def sweep(label: str, candidates: list, run, check, floor) -> None:
-    """Check, time and print each candidate (the first is the rule's); then the best.
+def sweep(label: str, candidates: list, run, check, floor, timer=None) -> list[dict]:
+    """Check, time and print each candidate (the first is the rule's); then the best. Returns the rows.
 
     ``run(cfg)`` launches once with ``cfg``; ``check(cfg)`` raises when its
-    result is wrong; ``floor()`` is the same-bytes reference.
+    result is wrong; ``floor()`` is the same-bytes reference; ``timer`` one of
+    ``benchmarks._measure.TIMERS`` (default: L2 flushed).
     """
-    best, first = None, True
+    best, first, rows = None, True, []
     for i, cfg in enumerate(candidates):
         try:
             check(cfg)
@@ -40,14 +43,25 @@ def sweep(label: str, candidates: list, run, check, floor) -> None:
         op = lambda: run(cfg)  # noqa: E731
         warm_up(op, 1.0 if first else 0.05)
         first = False
-        op_s, floor_s = interleaved_medians(op, floor)
+        op_s, floor_s = interleaved_medians(op, floor, timer=timer)
         mark = " (rule)" if i == 0 else ""
         print(f"| {label} | {cfg}{mark} | {op_s * 1e6:.1f} | {floor_s * 1e6:.1f} | {floor_s / op_s:.3f} |",
               flush=True)
+        rows.append({"case": label, "config": repr(cfg), "rule": i == 0, "us": op_s * 1e6, "floor_us": floor_s * 1e6,
+                     "fraction": floor_s / op_s})
         if best is None or floor_s / op_s > best[0]:
             best = (floor_s / op_s, cfg, op_s)
     if best:
         print(f"BEST {label}: {best[1]} fraction {best[0]:.3f} ({best[2] * 1e6:.1f} µs)", flush=True)
+    return rows
+
+
+def write_json(path: str, rows: list[dict]) -> None:
+    """Write ``rows`` to ``path`` atomically (a sweep stopped midway keeps what it measured)."""
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(rows, f, indent=1)
+    os.replace(tmp, path)
 
 
 def header() -> None:

@@ -1,11 +1,15 @@
 """Sweep the forward launch settings on a GPU: fraction of the floor per candidate.
 
-    python tools/kernel/tune_forward.py [--dtypes bf16,fp32] [--widths 4096,5120,...] [--mib 128]
+    python tools/kernel/tune_forward.py [--op inference] [--dtypes bf16] [--widths 2880,5120,...]
+                                        [--tokens 1,64,512,8192] [--json FILE]
 
 Candidates: ``fusedkernel.kernels.config.forward_candidates`` (the rule's
-choice first). Rows are chosen so x holds ``--mib`` MiB in bf16. Floor:
-``torch.add(x, r, out=y)``, the same 3 row-trips. Timing and table:
-``_sweep.py``. How to turn a sweep into a setting: docs/tuning.md.
+choice first). Ops and floors as the suite's (``benchmarks/_cases.py``):
+``forward`` (floor ``torch.add``, 3 row-trips) or ``inference`` (the
+residual updated in place; floor ``torch.addcmul``, 4 row-trips). Timing as
+the suite's: decode token counts (<= 512) replayed in CUDA graphs, prefill
+single calls with L2 flushed. Table and ``--json``: ``_sweep.py``. How to turn
+a sweep into a setting: docs/tuning.md.
 """
 
 import argparse
@@ -14,38 +18,51 @@ import itertools
 import torch
 import torch.nn.functional as F
 
-from _sweep import DTYPES, header, rows_for, sweep
+from _sweep import DTYPES, header, sweep, write_json
+from benchmarks._measure import DEVICE, TIMERS, method
 from fusedkernel.kernels import launch
 from fusedkernel.kernels.config import forward_candidates
 
-WIDTHS = [512, 2048, 2880, 4096, 5120, 7168, 8192, 16384, 32768, 65536, 131072, 262144]
+WIDTHS = [1024, 1536, 2048, 2880, 3584, 4096, 5120, 6144, 7168, 8192, 10240, 12288, 14336, 16384, 18432, 24576,
+          32768, 65536, 131072, 262144]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--op", choices=["forward", "inference"], default="inference")
     ap.add_argument("--dtypes", default="bf16")
     ap.add_argument("--widths", default=",".join(map(str, WIDTHS)))
-    ap.add_argument("--mib", type=int, default=128)
+    ap.add_argument("--tokens", default="8192")
+    ap.add_argument("--json", help="write every measured candidate to this file as well")
     a = ap.parse_args()
     header()
-    for dname, n in itertools.product(a.dtypes.split(","), map(int, a.widths.split(","))):
-        rows = rows_for(n, a.mib)
-        x, r = (torch.randn(rows, n, device="cuda", dtype=DTYPES[dname]) for _ in range(2))
-        w = torch.randn(n, device="cuda", dtype=DTYPES[dname])
+    rows_out = []
+    for dname, n, tokens in itertools.product(a.dtypes.split(","), map(int, a.widths.split(",")),
+                                              map(int, a.tokens.split(","))):
+        g = torch.Generator(device=DEVICE).manual_seed(0)
+        x, r, z = (torch.randn(tokens, n, device=DEVICE, dtype=DTYPES[dname], generator=g) for _ in range(3))
+        x *= 1e-3  # in place, thousands of calls keep the residual far from float16's range
+        w = torch.randn(n, device=DEVICE, dtype=DTYPES[dname], generator=g)
         y = torch.empty_like(x)
-        ref = F.rms_norm(x.double() + r.double(), (n,), eps=1e-6) * w.double()
-        tol = 2 * torch.finfo(x.dtype).eps * ref.abs().max().item()
+        res = r if a.op == "inference" else None
 
         def check(cfg):
+            r0 = r.clone()
             y.fill_(float("nan"))
-            launch.forward_rows(x, r, w, 1e-6, y, cfg=cfg)
+            launch.forward_rows(x, r, w, 1e-6, y, res=res, cfg=cfg)
+            ref = F.rms_norm(x.double() + r0.double(), (n,), eps=1e-6) * w.double()
+            r.copy_(r0)
             err = (y.double() - ref).abs().max().item()
-            if not err <= tol:
+            if not err <= 2 * torch.finfo(x.dtype).eps * ref.abs().max().item():
                 raise ValueError(f"wrong result, max error {err:.3g}")
 
-        sweep(f"{dname} {rows}x{n}", forward_candidates(n, x.element_size(), launch._max_splits(0)),
-              lambda cfg: launch.forward_rows(x, r, w, 1e-6, y, cfg=cfg), check,
-              lambda: torch.add(x, r, out=y))
+        floor = (lambda: torch.add(x, r, out=y)) if a.op == "forward" else (lambda: torch.addcmul(x, r, z, out=y))
+        rows_out += sweep(f"{dname} {tokens}x{n} {a.op}", forward_candidates(n, x.element_size(), launch._max_splits(0)),
+                          lambda cfg: launch.forward_rows(x, r, w, 1e-6, y, res=res, cfg=cfg), check, floor,
+                          TIMERS[method(tokens)])
+        del x, r, z, y
+        if a.json:
+            write_json(a.json, rows_out)
 
 
 if __name__ == "__main__":
