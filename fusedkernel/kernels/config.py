@@ -125,7 +125,10 @@ class ForwardSettings:
 
     max_tile_bytes: int  # widest row one program holds whole: docs/tuning.md#forward-whole-row-tiles
     narrow_tile_elems: int  # elements per program for narrow rows: docs/tuning.md#forward-narrow-rows
-    cols_per_warp: int  # whole-row warps: one per this many columns...: docs/tuning.md#forward-warps
+    bytes_per_warp: int  # whole-row warps: one per this many bytes of the row, a power of two...: docs/tuning.md#forward-warps
+    few_rows_warps: int  # ...times this where the grid has a program per SM at most (decode), at most...
+    few_rows_max_warps: int  # ...this many...
+    max_thread_elems: int  # ...and enough that no thread holds more tile elements than this...
     min_warps: int  # ...at least this many...
     max_warps: int  # ...at most this many
     weight_first_max_n: int  # whole rows up to this width load the weight first: docs/tuning.md#forward-weight-first
@@ -165,7 +168,8 @@ class Settings:
 HOPPER = Settings(
     arch="hopper",
     forward=ForwardSettings(
-        max_tile_bytes=65536, narrow_tile_elems=2048, cols_per_warp=256, min_warps=8, max_warps=32,
+        max_tile_bytes=65536, narrow_tile_elems=2048, bytes_per_warp=1280, few_rows_warps=2, few_rows_max_warps=16,
+        max_thread_elems=32, min_warps=4, max_warps=32,
         weight_first_max_n=4096, split=ForwardConfig("rows", 2, 2048, 1, 4),
         looped=ForwardConfig("looped", 1, 4096, 1, 8)),
     backward=BackwardSettings(
@@ -197,22 +201,30 @@ def _check_table_args(n_cols: object, elem_bytes: object, max_splits: object) ->
 
 # typed: 16384.0 must not hit 16384's entry and skip the argument checks.
 @functools.lru_cache(maxsize=1024, typed=True)
-def forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Settings = HOPPER) -> ForwardConfig:
+def forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Settings = HOPPER,
+                   few_rows: bool = False) -> ForwardConfig:
     """Launch settings for rows of ``n_cols`` elements (n_cols >= 1) of ``elem_bytes`` bytes (2 or 4).
 
     ``max_splits``: the most programs a row may be split over, which all
     wait for each other: 1 under TRITON_INTERPRET=1 (it runs programs one
     by one), the SM count on a GPU (a row group of at most that many is
     resident at once once the groups before it are done). Wider rows take
-    the looped path. ValueError for any other arguments.
+    the looped path. ``few_rows``: there are at most ``max_splits`` rows (a
+    decode step: one program per row, each alone on its SM). ValueError for
+    any other arguments.
     """
     _check_table_args(n_cols, elem_bytes, max_splits)
+    if type(few_rows) is not bool:
+        raise ValueError(f"few_rows must be a bool, got {few_rows!r}")
     f = settings.forward
     if n_cols * elem_bytes <= f.max_tile_bytes:
         block_n = triton.next_power_of_2(n_cols)
-        warps = max(f.min_warps, min(f.max_warps, block_n // f.cols_per_warp))
-        return ForwardConfig("rows", max(1, f.narrow_tile_elems // block_n), block_n, 1, warps,
-                             block_n <= f.weight_first_max_n)
+        warps = 1 << (max(1, n_cols * elem_bytes // f.bytes_per_warp).bit_length() - 1)
+        if few_rows:
+            warps = min(f.few_rows_warps * warps, f.few_rows_max_warps)
+        warps = max(f.min_warps, block_n // (32 * f.max_thread_elems), min(f.max_warps, warps))
+        block_m = 1 if few_rows else max(1, f.narrow_tile_elems // block_n)
+        return ForwardConfig("rows", block_m, block_n, 1, min(warps, f.max_warps), block_n <= f.weight_first_max_n)
     splits = triton.cdiv(n_cols, f.split.block_n)
     if splits > max_splits:
         return f.looped
@@ -220,7 +232,7 @@ def forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Sett
 
 
 def forward_candidates(n_cols: int, elem_bytes: int, max_splits: int,
-                       settings: Settings = HOPPER) -> list[ForwardConfig]:
+                       settings: Settings = HOPPER, few_rows: bool = False) -> list[ForwardConfig]:
     """What ``tools/kernel/tune_forward.py`` sweeps: the rule's choice first, then a grid around it.
 
     Whole rows: 1, 2 or 4 rows per program (tiles of at most 16384 elements)
@@ -229,7 +241,7 @@ def forward_candidates(n_cols: int, elem_bytes: int, max_splits: int,
     2-8 warps that keeps a program's tile at most 8192 elements and at least
     128 columns per warp.
     """
-    rule = forward_config(n_cols, elem_bytes, max_splits, settings)
+    rule = forward_config(n_cols, elem_bytes, max_splits, settings, few_rows)
     out = [rule]
     if rule.splits == 1 and rule.path == "rows":
         out.append(dataclasses.replace(rule, weight_first=not rule.weight_first))

@@ -162,10 +162,12 @@ def forward_rows(x: torch.Tensor, r: torch.Tensor, weight: torch.Tensor, eps: fl
     flags = (device, x.dtype, weight.dtype, y.dtype, res is not None, rstd is not None)
     table = cfg is None
     if table:
-        cfg = forward_config(n_cols, x.element_size(), _max_splits(device), _settings(device))
-        # The table's choice follows from n_cols, the dtype and the device:
-        # keying on them spares hashing the config (a dataclass) per call.
-        key = (n_cols, *flags)
+        max_splits = _max_splits(device)
+        few = n_rows <= max_splits
+        cfg = forward_config(n_cols, x.element_size(), max_splits, _settings(device), few)
+        # The table's choice follows from n_cols, few, the dtype and the
+        # device: keying on them spares hashing the config (a dataclass) per call.
+        key = (n_cols, few, *flags)
     else:
         key = (cfg, *flags)
         if type(cfg) is not ForwardConfig:

@@ -104,3 +104,25 @@ def test_the_tuners_sweep_the_rule_first_and_only_legal_settings(n):
     bwd = backward_candidates(n, 2, 132)
     assert bwd[0] == backward_config(n, 2, 132) and len(bwd) == len(set(bwd)) > 1
     assert all(isinstance(cfg, BackwardConfig) for cfg in bwd)
+
+
+# (n, elem_bytes) -> warps of whole rows: many rows (prefill, 512 tokens) and few rows (decode), by the
+# rule of docs/tuning.md#forward-warps: one warp per 1280 bytes rounded down to a power of two, doubled
+# (at most 16) for decode, never more than 32 tile elements a thread, 4 to 32.
+WARPS = {(1024, 2): (4, 4), (2880, 2): (4, 8), (4096, 2): (4, 8), (5120, 2): (8, 16), (8192, 2): (8, 16),
+         (10240, 2): (16, 16), (16384, 2): (16, 16), (18432, 2): (32, 32), (32768, 2): (32, 32),
+         (4096, 4): (8, 16), (16384, 4): (32, 16)}
+
+
+@pytest.mark.parametrize("n, elem_bytes", WARPS)
+def test_whole_row_warps_follow_the_row_bytes_and_the_row_count(n, elem_bytes):
+    many, few = (forward_config(n, elem_bytes, 132, few_rows=f) for f in (False, True))
+    assert (many.num_warps, few.num_warps) == WARPS[n, elem_bytes]
+    # Few rows: a program per row, so each SM holds at most one and the rows spread over SMs.
+    assert few.block_m == 1 and many.block_m == max(1, F.narrow_tile_elems // many.block_n)
+    assert few.block_n == many.block_n and few.weight_first == many.weight_first
+
+
+def test_few_rows_must_be_a_bool():
+    with pytest.raises(ValueError, match="few_rows must be a bool"):
+        forward_config(4096, 2, 132, HOPPER, 1)
