@@ -55,6 +55,21 @@ def test_strided_row_views_of_a_fused_projection(n, device):
     assert_matches_reference(y, x, r, w)
 
 
+@pytest.mark.parametrize("n, x_stride, r_stride", [(1032, 1032, 1040), (1032, 1036, 1032), (3000, 3002, 3008),
+                                                 (96, 100, 98)])
+def test_vector_width_follows_the_hidden_size_and_every_stride(n, x_stride, r_stride, device):
+    # The kernels load VEC elements at once where n and every row stride are multiples of VEC
+    # (up to 16 bytes): one stride that is not must narrow VEC, never misread a row. float16: the
+    # interpreter rounds it to nearest like the GPU (bfloat16 it truncates), so the residual compares exactly.
+    x = rand((3, x_stride), torch.float16, device, seed=n)[:, :n]
+    r = rand((3, r_stride), torch.float16, device, seed=n + 1)[:, :n]
+    w = rand((n,), torch.float16, device, seed=n + 2)
+    r_in = r.clone()
+    y, res = add_rmsnorm(x, r, w, inplace_residual=True)
+    assert_matches_reference(y, x, r_in, w)
+    assert torch.equal(res, (x.float() + r_in.float()).to(torch.float16)) and res.data_ptr() == r.data_ptr()
+
+
 @pytest.mark.parametrize("shape", [(0, 64), (2, 0, 64), (0, 20000)])
 def test_zero_rows_return_empty_without_launch(shape, device, monkeypatch):
     def no_launch(*args, **kwargs):

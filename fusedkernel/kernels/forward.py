@@ -19,8 +19,9 @@ def _rows_kernel(
     x_ptr, r_ptr, w_ptr, y_ptr, res_ptr, rstd_ptr, slot_ptr,
     n_rows, n_cols, stride_x, stride_r, stride_y, stride_res, eps: tl.float32, epoch,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SPLITS: tl.constexpr, SPLITS_POW2: tl.constexpr,
-    WEIGHT_FIRST: tl.constexpr, STORE_RES: tl.constexpr, STORE_RSTD: tl.constexpr,
+    WEIGHT_FIRST: tl.constexpr, STORE_RES: tl.constexpr, STORE_RSTD: tl.constexpr, VEC: tl.constexpr,
 ):
+    n_cols, stride_x, stride_r, stride_y, stride_res = _aligned(n_cols, stride_x, stride_r, stride_y, stride_res, VEC)
     # A program holds a [BLOCK_M rows, BLOCK_N columns] tile of t in registers.
     # SPLITS == 1: the tile spans whole rows. SPLITS > 1: a row group is split
     # over SPLITS adjacent programs, which exchange partial sums of squares.
@@ -52,6 +53,19 @@ def _rows_kernel(
     y = t * rstd[:, None] * w.to(tl.float32)[None, :]
     tl.store(y_ptr + rows[:, None] * stride_y + cols[None, :],
              y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _aligned(n_cols, stride_x, stride_r, stride_y, stride_res, VEC: tl.constexpr):
+    # The host found the hidden size and every row stride divisible by VEC
+    # elements (16 bytes at most); Triton itself only knows divisibility by
+    # 16 elements, so rows of a width = 8 (mod 16) loaded one element at a
+    # time (bf16 1032 wide: 0.68 of the floor; docs/tuning.md#forward-alignment).
+    # Written as (v // VEC) * VEC, the same values, which Triton's alignment
+    # analysis reads as multiples of VEC (tl.multiple_of on a kernel argument
+    # had no effect in Triton 3.6).
+    return (n_cols // VEC * VEC, stride_x // VEC * VEC, stride_r // VEC * VEC, stride_y // VEC * VEC,
+            stride_res // VEC * VEC)
 
 
 @triton.jit
@@ -94,8 +108,9 @@ def _exchange(sumsq, slot_ptr, epoch, group, part,
 def _looped_kernel(
     x_ptr, r_ptr, w_ptr, y_ptr, res_ptr, rstd_ptr,
     n_rows, n_cols, stride_x, stride_r, stride_y, stride_res, eps: tl.float32,
-    BLOCK_N: tl.constexpr, STORE_RES: tl.constexpr, STORE_RSTD: tl.constexpr,
+    BLOCK_N: tl.constexpr, STORE_RES: tl.constexpr, STORE_RSTD: tl.constexpr, VEC: tl.constexpr,
 ):
+    n_cols, stride_x, stride_r, stride_y, stride_res = _aligned(n_cols, stride_x, stride_r, stride_y, stride_res, VEC)
     # One row per program, any width: pass 1 sums squares, pass 2 re-reads,
     # then writes y and the residual output. Writing the residual output only
     # in pass 2, right after reading the same chunk, keeps an in-place update

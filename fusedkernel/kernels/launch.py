@@ -190,13 +190,18 @@ def forward_rows(x: torch.Tensor, r: torch.Tensor, weight: torch.Tensor, eps: fl
     stride_res = 0 if res is None else n_cols if res.is_contiguous() else row_stride(res, "residual output")
     stride_y = n_cols if y.is_contiguous() else row_stride(y, "y")
     common = (n_rows, n_cols, stride_x, stride_r, stride_y, stride_res, eps)
+    # Elements of 16 bytes' worth (or fewer) that divide the hidden size and every row stride:
+    # the kernels may then load that many at once (see forward._aligned).
+    vec = 16 // x.element_size()
+    while (n_cols | stride_x | stride_r | stride_y | stride_res) & (vec - 1):
+        vec //= 2
     # Triton launches on the current device: switch only when it differs.
     if device >= 0 and device != _current_device():
         with torch.cuda.device(device):
             return forward_rows(x, r, weight, eps, y, res, rstd, cfg)
     if cfg.path == "looped":
         _launch(_looped_kernel, n_rows, key, (x, r, weight, y, res, rstd),
-                (*common, cfg.block_n, res is not None, rstd is not None), cfg.num_warps, device)
+                (*common, cfg.block_n, res is not None, rstd is not None, vec), cfg.num_warps, device)
         return
     # Plain integer arithmetic: triton.cdiv and triton.next_power_of_2 are
     # ConstexprFunctions in Triton 3.6, ~2 us of host time per call each.
@@ -206,7 +211,7 @@ def forward_rows(x: torch.Tensor, r: torch.Tensor, weight: torch.Tensor, eps: fl
         slots, epoch = _slot_buffer(x.device, groups * cfg.splits * cfg.block_m)
     _launch(_rows_kernel, groups * cfg.splits, key, (x, r, weight, y, res, rstd, slots),
                        (*common, epoch, cfg.block_m, cfg.block_n, cfg.splits, 1 << (cfg.splits - 1).bit_length(),
-                        cfg.weight_first, res is not None, rstd is not None), cfg.num_warps, device)
+                        cfg.weight_first, res is not None, rstd is not None, vec), cfg.num_warps, device)
 
 
 def backward_rows(dy2: torch.Tensor, dres2: torch.Tensor | None, x2: torch.Tensor, r2: torch.Tensor,
