@@ -35,7 +35,7 @@ programs one by one).
 import triton
 import triton.language as tl
 
-from .forward import _exchange
+from .forward import _aligned, _exchange, _multiple
 
 
 @triton.jit(do_not_specialize=["n_rows"])
@@ -43,8 +43,11 @@ def _bwd_rows_kernel(
     dy_ptr, dres_ptr, x_ptr, r_ptr, w_ptr, rstd_ptr, dx_ptr, dw_part_ptr, dw_ptr, count_ptr,
     n_rows, n_cols, stride_dy, stride_dres, stride_x, stride_r, stride_dx,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HAS_DRES: tl.constexpr,
-    SUM_P: tl.constexpr, SUM_N: tl.constexpr,
+    SUM_P: tl.constexpr, SUM_N: tl.constexpr, VEC: tl.constexpr,
 ):
+    n_cols, stride_dy, stride_dres, stride_x, stride_r = _aligned(n_cols, stride_dy, stride_dres, stride_x,
+                                                                  stride_r, VEC)
+    stride_dx = _multiple(stride_dx, VEC)
     # Whole rows in registers (BLOCK_N >= n_cols), BLOCK_M rows per step.
     pid = tl.program_id(0)
     n_progs = tl.num_programs(0)
@@ -118,8 +121,10 @@ def _sum_columns(part_ptr, dw_ptr, n_parts, n_cols, block,
 @triton.jit(do_not_specialize=["n_rows"])
 def _bwd_dot_kernel(
     dy_ptr, x_ptr, r_ptr, w_ptr, rstd_ptr, dot_ptr, n_rows, n_cols, stride_dy, stride_x, stride_r,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, VEC: tl.constexpr,
 ):
+    n_cols, stride_dy, stride_x, stride_r = _multiple(n_cols, VEC), _multiple(stride_dy, VEC), \
+        _multiple(stride_x, VEC), _multiple(stride_r, VEC)
     # Columns path, pass 1: dot[chunk, row] = sum over the chunk's columns of
     # g * t_hat, one program per (BLOCK_M rows, BLOCK_N columns) tile: every
     # SM busy however few the rows are. Each term is scaled by rstd before the
@@ -144,8 +149,11 @@ def _bwd_dot_kernel(
 def _bwd_columns_kernel(
     dy_ptr, dres_ptr, x_ptr, r_ptr, w_ptr, rstd_ptr, dot_ptr, dx_ptr, dw_part_ptr,
     n_rows, n_cols, n_chunks, stride_dy, stride_dres, stride_x, stride_r, stride_dx,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CHUNKS: tl.constexpr, HAS_DRES: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CHUNKS: tl.constexpr, HAS_DRES: tl.constexpr, VEC: tl.constexpr,
 ):
+    n_cols, stride_dy, stride_dres, stride_x, stride_r = _aligned(n_cols, stride_dy, stride_dres, stride_x,
+                                                                  stride_r, VEC)
+    stride_dx = _multiple(stride_dx, VEC)
     # Columns path, pass 2: program (chunk, group) owns BLOCK_N columns and
     # walks row blocks group, group + G, ...; it finishes each row's
     # mean(g * t_hat) = sum over chunks of dot / N, writes dx, and
@@ -186,8 +194,11 @@ def _bwd_split_kernel(
     dy_ptr, dres_ptr, x_ptr, r_ptr, w_ptr, rstd_ptr, dx_ptr, dw_part_ptr, slot_ptr,
     n_rows, n_cols, stride_dy, stride_dres, stride_x, stride_r, stride_dx, epoch,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SPLITS: tl.constexpr, SPLITS_POW2: tl.constexpr,
-    HAS_DRES: tl.constexpr,
+    HAS_DRES: tl.constexpr, VEC: tl.constexpr,
 ):
+    n_cols, stride_dy, stride_dres, stride_x, stride_r = _aligned(n_cols, stride_dy, stride_dres, stride_x,
+                                                                  stride_r, VEC)
+    stride_dx = _multiple(stride_dx, VEC)
     # Split path: program (lane, part) owns BLOCK_N columns of the row
     # blocks lane, lane + L, ... (L lanes of SPLITS programs). For each row
     # block the lane's SPLITS programs exchange their partial dot products

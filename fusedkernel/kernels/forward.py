@@ -60,12 +60,17 @@ def _aligned(n_cols, stride_x, stride_r, stride_y, stride_res, VEC: tl.constexpr
     # The host found the hidden size and every row stride divisible by VEC
     # elements (16 bytes at most); Triton itself only knows divisibility by
     # 16 elements, so rows of a width = 8 (mod 16) loaded one element at a
-    # time (bf16 1032 wide: 0.68 of the floor; docs/tuning.md#forward-alignment).
-    # Written as (v // VEC) * VEC, the same values, which Triton's alignment
-    # analysis reads as multiples of VEC (tl.multiple_of on a kernel argument
-    # had no effect in Triton 3.6).
-    return (n_cols // VEC * VEC, stride_x // VEC * VEC, stride_r // VEC * VEC, stride_y // VEC * VEC,
-            stride_res // VEC * VEC)
+    # time (bf16 8192x1032: 0.68 of the floor; docs/tuning.md#alignment).
+    return (_multiple(n_cols, VEC), _multiple(stride_x, VEC), _multiple(stride_r, VEC), _multiple(stride_y, VEC),
+            _multiple(stride_res, VEC))
+
+
+@triton.jit
+def _multiple(v, VEC: tl.constexpr):
+    # The same value, for a v the host knows is a multiple of VEC, written so
+    # that Triton's alignment analysis reads it as one (tl.multiple_of on a
+    # kernel argument had no effect in Triton 3.6).
+    return v // VEC * VEC
 
 
 @triton.jit

@@ -125,6 +125,19 @@ def _launch(kernel, grid: int, key: tuple, ptrs: tuple, args: tuple, num_warps: 
     kernel[(grid,)](*ptrs, *args, num_warps=num_warps)
 
 
+def _vector_width(elem_bytes: int, *ints: int) -> int:
+    """Elements of 16 bytes' worth, or fewer, dividing the hidden size and every row stride in ``ints``.
+
+    The kernels may then load and store that many at once (forward._aligned).
+    """
+    vec, bits = 16 // elem_bytes, 0
+    for v in ints:
+        bits |= v
+    while bits & (vec - 1):
+        vec //= 2
+    return vec
+
+
 @functools.lru_cache(maxsize=16)
 def _sm_count(index: int) -> int:
     return torch.cuda.get_device_properties(index).multi_processor_count
@@ -190,11 +203,7 @@ def forward_rows(x: torch.Tensor, r: torch.Tensor, weight: torch.Tensor, eps: fl
     stride_res = 0 if res is None else n_cols if res.is_contiguous() else row_stride(res, "residual output")
     stride_y = n_cols if y.is_contiguous() else row_stride(y, "y")
     common = (n_rows, n_cols, stride_x, stride_r, stride_y, stride_res, eps)
-    # Elements of 16 bytes' worth (or fewer) that divide the hidden size and every row stride:
-    # the kernels may then load that many at once (see forward._aligned).
-    vec = 16 // x.element_size()
-    while (n_cols | stride_x | stride_r | stride_y | stride_res) & (vec - 1):
-        vec //= 2
+    vec = _vector_width(x.element_size(), n_cols, stride_x, stride_r, stride_y, stride_res)
     # Triton launches on the current device: switch only when it differs.
     if device >= 0 and device != _current_device():
         with torch.cuda.device(device):
@@ -250,7 +259,8 @@ def backward_rows(dy2: torch.Tensor, dres2: torch.Tensor | None, x2: torch.Tenso
         has_dres = dres2 is not None
         dres_arg = dres2 if has_dres else dy2
         strides = (dy2.stride(0), dres_arg.stride(0), x2.stride(0), r2.stride(0), dx2.stride(0))
-        meta = dict(BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, HAS_DRES=has_dres, num_warps=cfg.num_warps)
+        vec = _vector_width(x2.element_size(), n_cols, *strides)
+        meta = dict(BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, HAS_DRES=has_dres, VEC=vec, num_warps=cfg.num_warps)
         if cfg.path == "split":
             splits = -(-n_cols // cfg.block_n)
             if splits > max_splits:
@@ -269,7 +279,7 @@ def backward_rows(dy2: torch.Tensor, dres2: torch.Tensor | None, x2: torch.Tenso
             dot = torch.empty(chunks, n_rows, dtype=torch.float32, device=x2.device)
             _bwd_dot_kernel[(row_blocks, chunks)](dy2, x2, r2, weight, rstd, dot, n_rows, n_cols, dy2.stride(0),
                                                   x2.stride(0), r2.stride(0), BLOCK_M=cfg.block_m,
-                                                  BLOCK_N=cfg.block_n, num_warps=cfg.num_warps)
+                                                  BLOCK_N=cfg.block_n, VEC=vec, num_warps=cfg.num_warps)
             dw_part = _dw_parts(groups, weight)
             _bwd_columns_kernel[(chunks, groups)](dy2, dres_arg, x2, r2, weight, rstd, dot, dx2, dw_part, n_rows,
                                                   n_cols, chunks, *strides,
