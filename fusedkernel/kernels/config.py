@@ -126,8 +126,8 @@ class ForwardSettings:
     max_tile_bytes: int  # widest row one program holds whole: docs/tuning.md#forward-whole-row-tiles
     narrow_tile_elems: int  # elements per program for narrow rows: docs/tuning.md#forward-narrow-rows
     bytes_per_warp: int  # whole-row warps: one per this many row bytes, a power of two...: docs/tuning.md#forward-warps
-    few_rows_warps: int  # ...times this where the grid has a program per SM at most (decode), at most...
-    few_rows_max_warps: int  # ...this many...
+    few_rows_warps: int  # ...times this where the grid has a program per SM at most (decode) and...
+    few_rows_max_tile: int  # ...tiles of at most this many elements; wider decode tiles take max_warps...
     max_thread_elems: int  # ...and enough that no thread holds more tile elements than this...
     min_warps: int  # ...at least this many...
     max_warps: int  # ...at most this many
@@ -168,7 +168,7 @@ class Settings:
 HOPPER = Settings(
     arch="hopper",
     forward=ForwardSettings(
-        max_tile_bytes=65536, narrow_tile_elems=2048, bytes_per_warp=1280, few_rows_warps=2, few_rows_max_warps=16,
+        max_tile_bytes=65536, narrow_tile_elems=2048, bytes_per_warp=1280, few_rows_warps=2, few_rows_max_tile=4096,
         max_thread_elems=32, min_warps=4, max_warps=32,
         weight_first_max_n=4096, split=ForwardConfig("rows", 2, 2048, 1, 4),
         looped=ForwardConfig("looped", 1, 4096, 1, 8)),
@@ -221,7 +221,7 @@ def forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Sett
         block_n = triton.next_power_of_2(n_cols)
         warps = 1 << (max(1, n_cols * elem_bytes // f.bytes_per_warp).bit_length() - 1)
         if few_rows:
-            warps = min(f.few_rows_warps * warps, f.few_rows_max_warps)
+            warps = f.few_rows_warps * warps if block_n <= f.few_rows_max_tile else f.max_warps
         warps = max(f.min_warps, block_n // (32 * f.max_thread_elems), min(f.max_warps, warps))
         block_m = 1 if few_rows else max(1, f.narrow_tile_elems // block_n)
         return ForwardConfig("rows", block_m, block_n, 1, min(warps, f.max_warps), block_n <= f.weight_first_max_n)

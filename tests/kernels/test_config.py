@@ -108,10 +108,11 @@ def test_the_tuners_sweep_the_rule_first_and_only_legal_settings(n):
 
 # (n, elem_bytes) -> warps of whole rows: many rows (prefill, 512 tokens) and few rows (decode), by the
 # rule of docs/tuning.md#forward-warps: one warp per 1280 bytes rounded down to a power of two, doubled
-# (at most 16) for decode, never more than 32 tile elements a thread, 4 to 32.
-WARPS = {(1024, 2): (4, 4), (2880, 2): (4, 8), (4096, 2): (4, 8), (5120, 2): (8, 16), (8192, 2): (8, 16),
-         (10240, 2): (16, 16), (16384, 2): (16, 16), (18432, 2): (32, 32), (32768, 2): (32, 32),
-         (4096, 4): (8, 16), (16384, 4): (32, 16)}
+# for decode tiles of at most 4096 elements (wider decode tiles: 32), never more than 32 tile elements a
+# thread, 4 to 32.
+WARPS = {(1024, 2): (4, 4), (2880, 2): (4, 8), (4096, 2): (4, 8), (5120, 2): (8, 32), (8192, 2): (8, 32),
+         (10240, 2): (16, 32), (16384, 2): (16, 32), (18432, 2): (32, 32), (32768, 2): (32, 32),
+         (2048, 4): (4, 8), (4096, 4): (8, 16), (16384, 4): (32, 32)}
 
 
 @pytest.mark.parametrize("n, elem_bytes", WARPS)
