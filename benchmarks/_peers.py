@@ -15,6 +15,9 @@ buffer updated in place. The inputs are the suite's own: no argument checks.
   ``liger-kernel==0.8.5``); one program per row, so hidden size <= 65536. It
   always writes the residual sum as a new tensor (also for ``inference``:
   the same bytes as an in-place update).
+* ``quack``: quack's ``rmsnorm_fwd`` / ``rmsnorm`` (optional,
+  ``quack-kernels==0.6.5``, CuTe DSL; Hopper and newer). Like Liger it writes
+  the residual sum as a new tensor, also for ``inference``.
 * ``eager``: ``t = x + residual; F.rms_norm(t) * weight``: three kernels.
 
 Rounding differs from the fused op's: the chain rounds ``t`` to x's dtype
@@ -29,7 +32,7 @@ import functools
 import torch
 import torch.nn.functional as F
 
-IMPLS = ["fused", "compiled", "liger", "eager"]
+IMPLS = ["fused", "compiled", "liger", "quack", "eager"]
 # Liger's kernel holds a whole row in one program (liger_kernel.ops.utils.calculate_settings).
 LIGER_MAX_N = 65536
 
@@ -69,12 +72,22 @@ def _liger(n: int):
     return LigerFusedAddRMSNormFunction.apply
 
 
+def _quack():
+    try:
+        from quack.rmsnorm import rmsnorm, rmsnorm_fwd
+    except ImportError:
+        raise NotImplementedError("quack-kernels is not installed (pip install quack-kernels==0.6.5; "
+                                  "docs/runner.md)") from None
+    return rmsnorm, rmsnorm_fwd
+
+
 def implementation(impl: str, op: str, n: int, eps: float, interpret: bool):
     """``f(x, residual, weight)`` running ``op`` with ``impl`` (see the module docstring).
 
     ``n``: the hidden size. NotImplementedError (asv: skipped) where ``impl``
     does not run the case (Liger: wider than 65536, not installed, or in
-    Triton's interpreter); ValueError for an unknown ``impl`` or ``op``.
+    Triton's interpreter; quack: not installed or no GPU); ValueError for an
+    unknown ``impl`` or ``op``.
     """
     if op not in CHAINS:
         raise ValueError(f"op must be one of {list(CHAINS)}, got {op!r}")
@@ -95,4 +108,13 @@ def implementation(impl: str, op: str, n: int, eps: float, interpret: bool):
         if op in ("forward", "forward+backward", "inference"):
             return lambda x, r, w: apply(x, r, w, eps)[0]
         return lambda x, r, w: apply(x, r, w, eps)
+    if impl == "quack":
+        if interpret:
+            raise NotImplementedError("quack's kernels need a GPU (CuTe DSL), not Triton's interpreter")
+        rmsnorm, rmsnorm_fwd = _quack()
+        if op == "forward+backward":
+            return lambda x, r, w: rmsnorm(x, w, residual=r, eps=eps)
+        if op == "forward+residual":
+            return lambda x, r, w: rmsnorm_fwd(x, w, residual=r, eps=eps)[:2]
+        return lambda x, r, w: rmsnorm_fwd(x, w, residual=r, eps=eps)[0]
     raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")

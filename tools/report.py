@@ -20,7 +20,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 DTYPE_ORDER = ["bf16", "fp16", "fp32"]  # the suite's (benchmarks/_cases.py), without importing torch
 CLASSES = {"Forward": "forward", "ForwardResidual": "forward+residual", "Inference": "inference",
            "Training": "forward+backward"}
-PEERS = ["compiled", "liger", "eager"]
+PEERS = ["compiled", "liger", "quack", "eager"]
 
 
 @dataclasses.dataclass

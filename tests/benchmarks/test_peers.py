@@ -59,25 +59,41 @@ def test_unknown_implementation_or_op_is_refused():
         impl("eager", "backward")
 
 
+# Optional peers: module to import, the install hint their skip names.
+OPTIONAL = {"liger": ("liger_kernel", "pip install liger-kernel==0.8.5"),
+            "quack": ("quack", "pip install quack-kernels==0.6.5")}
+
+
 def test_liger_is_skipped_where_it_cannot_run():
     with pytest.raises(NotImplementedError, match="hidden size <= 65536"):
         _peers.implementation("liger", "forward", 65537, 1e-6, False)
+
+
+@pytest.mark.parametrize("name", OPTIONAL)
+def test_optional_peers_are_skipped_in_the_interpreter(name):
     with pytest.raises(NotImplementedError, match="interpreter"):
-        _peers.implementation("liger", "forward", 64, 1e-6, True)
+        _peers.implementation(name, "forward", 64, 1e-6, True)
 
 
-@pytest.mark.skipif(importlib.util.find_spec("liger_kernel") is not None, reason="liger-kernel is installed")
-def test_liger_missing_is_a_skip_naming_the_package():
-    with pytest.raises(NotImplementedError, match="pip install liger-kernel==0.8.5"):
-        _peers.implementation("liger", "forward", 64, 1e-6, False)
+@pytest.mark.parametrize("name", OPTIONAL)
+def test_optional_peer_missing_is_a_skip_naming_the_package(name):
+    module, hint = OPTIONAL[name]
+    if importlib.util.find_spec(module) is not None:
+        pytest.skip(f"{module} is installed")
+    with pytest.raises(NotImplementedError, match=hint):
+        _peers.implementation(name, "forward", 64, 1e-6, False)
 
 
 @pytest.mark.cuda
-@pytest.mark.skipif(importlib.util.find_spec("liger_kernel") is None, reason="liger-kernel not installed")
+@pytest.mark.parametrize("name", OPTIONAL)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_liger_matches_reference_on_gpu(dtype):
+def test_optional_peer_matches_reference_on_gpu(name, dtype):
+    if importlib.util.find_spec(OPTIONAL[name][0]) is None:
+        pytest.skip(f"{OPTIONAL[name][0]} is not installed")
     x, r = rand((64, 4096), dtype, "cuda", seed=7), rand((64, 4096), dtype, "cuda", seed=8)
     w = rand((4096,), dtype, "cuda", seed=9)
-    y, t = impl("liger", "forward+residual", n=4096)(x, r, w)
+    y, t = impl(name, "forward+residual", n=4096)(x, r, w)
     torch.testing.assert_close(t, x + r)
     torch.testing.assert_close(y.float(), reference(x, r, w, eps=1e-5), rtol=RTOL[dtype], atol=1e-3)
+    dx, = torch.autograd.grad(impl(name, "forward+backward", n=4096)(x.requires_grad_(), r, w).sum(), x)
+    assert dx.shape == x.shape and torch.isfinite(dx).all()

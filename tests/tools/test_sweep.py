@@ -1,5 +1,6 @@
 """tools/kernel/_sweep.py: the tuners' shared check, timing and report."""
 
+import json
 import pathlib
 import sys
 
@@ -11,13 +12,14 @@ def test_sweep_reports_each_candidate_refuses_wrong_ones_and_names_the_best(caps
     times = {"rule": 2.0, "faster": 1.0, "wrong": 0.5}
     monkeypatch.setattr(_sweep, "warm_up", lambda fn, s: None)
     # interleaved_medians gets (op, floor): the op runs the candidate.
-    monkeypatch.setattr(_sweep, "interleaved_medians", lambda op, floor: (op(), 1.0))
+    monkeypatch.setattr(_sweep, "interleaved_medians", lambda op, floor, timer=None: (op(), 1.0))
 
     def check(cfg):
         if cfg == "wrong":
             raise ValueError("wrong result")
 
-    _sweep.sweep("bf16 4x64", ["rule", "faster", "wrong"], lambda cfg: times[cfg], check, lambda: None)
+    rows = _sweep.sweep("bf16 4x64", ["rule", "faster", "wrong"], lambda cfg: times[cfg], check, lambda: None)
+    assert [(r["config"], r["rule"], r["fraction"]) for r in rows] == [("'rule'", True, 0.5), ("'faster'", False, 1.0)]
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("| bf16 4x64 | rule (rule) | 2000000.0 |") and out[0].endswith("| 0.500 |")
     assert "| wrong | error: ValueError: wrong result |" in out[2]
@@ -26,3 +28,11 @@ def test_sweep_reports_each_candidate_refuses_wrong_ones_and_names_the_best(caps
 
 def test_rows_hold_the_asked_size_and_at_least_128():
     assert _sweep.rows_for(4096, 128) == 16384 and _sweep.rows_for(1 << 20, 1) == 128
+
+
+def test_json_rows_are_written_whole(tmp_path):
+    path = tmp_path / "rows.json"
+    _sweep.write_json(str(path), [{"case": "bf16 1x64", "fraction": 0.5}])
+    _sweep.write_json(str(path), [{"case": "bf16 1x64", "fraction": 0.5}, {"case": "bf16 8x64", "fraction": 0.7}])
+    assert [r["case"] for r in json.loads(path.read_text())] == ["bf16 1x64", "bf16 8x64"]
+    assert list(tmp_path.iterdir()) == [path]  # no temporary file left behind

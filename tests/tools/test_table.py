@@ -15,15 +15,17 @@ def table(*args):
 
 
 def test_the_real_model_grid_run_gives_every_op_table():
-    out = table("f87a9192")
+    # 2573e966 measured forward, forward+residual and inference at the suite's current version;
+    # f87a9192's results (version 5) are left out but for the host ratio.
+    out = table("f87a9192", "2573e966")
     assert out.returncode == 0, out.stderr
-    for op in ("forward", "forward+residual", "inference", "forward+backward"):
+    for op in ("forward", "forward+residual", "inference"):
         assert f"### {op}\n" in out.stdout
-    # docs/performance.md: inference, bf16 8192x5120 (µs, GB/s, fraction of floor, x compiled, liger, eager).
+    # docs/performance.md: inference, bf16 8192x5120 (µs, GB/s, fraction of floor, x compiled, liger, quack, eager).
     row = next(line for line in out.stdout.split("### inference")[1].splitlines() if line.startswith("| bf16 8192x5120"))
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[0] == "bf16 8192x5120" and float(cells[1]) > 0 and 0 < float(cells[3]) < 1.1
-    assert cells[5] == "–"  # Liger was not installed in that run's environment
+    assert float(cells[5]) > 0 and cells[6] == "–"  # Liger measured; quack was not installed in that run
 
 
 def test_results_of_an_older_suite_version_are_left_out():
