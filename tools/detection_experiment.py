@@ -176,6 +176,7 @@ def chain_for(curve: list[float], target: float) -> int:
 def cmd_measure(a) -> None:
     import asvrun
     import benchmarks._measure as m
+    import provenance
 
     # Asked in a child: this process must not touch CUDA before it forks.
     mode, machine = in_child(lambda: list(asvrun.detect()))
@@ -208,10 +209,13 @@ def cmd_measure(a) -> None:
                 schedule += [0.0, level]
         schedule += [0.0] * max(0, a.aa - schedule.count(0.0))
         done = len(raw["processes"])
+        # Which GPU measured: the ratio moved 3.4% (decode) between H200 leases (docs/performance.md).
+        gpu = provenance.gpu_id()
+        gpu_uuid = provenance.gpu_facts(gpu).get("uuid") if gpu else None
         for k, level in enumerate(schedule[done:], done + 1):
             delays = {int(b): d for b, d in raw["delays"].get(str(level), {}).items()}
             got = in_child(lambda: measure_once(delays, raw["cases"], tmp, tuple(raw["classes"])))
-            raw["processes"].append({"level": level, "delays": delays, "ratios": got,
+            raw["processes"].append({"level": level, "delays": delays, "ratios": got, "gpu_uuid": gpu_uuid,
                                      "at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")})
             save(raw_path, raw)
             med = {f"{c[:3]} {reg}": f"{statistics.median(got[c][case]):.4f}" for c in raw["classes"]
@@ -312,13 +316,18 @@ def aa_row(raw: dict, conf: dict, family: str, cls: str, case: str) -> dict:
 
     entry = f"add_rmsnorm.{cls}.track_ratio('fused', '{case}')"
     thr = verdict.threshold(conf, entry)
-    history = [stats_of(p["ratios"][cls][case]) for p in raw["processes"] if p["level"] == 0.0]
+    aa = [p for p in raw["processes"] if p["level"] == 0.0]
+    history = [stats_of(p["ratios"][cls][case]) for p in aa]
     fails = sum(verdict.compare(entry, a[0], b[0], a[1], b[1], 1 + thr).regressed
                 for a, b in zip(history, history[1:]))
     meds = [v for v, _ in history]
+    by_gpu: dict[str, list[float]] = {}  # processes before GPUs were recorded: "unrecorded"
+    for p, m in zip(aa, meds):
+        by_gpu.setdefault(p.get("gpu_uuid") or "unrecorded", []).append(m)
     return {"family": family, "case": case, "aa_commits": len(history),
             "false_flags_publish": len(publish_flags(history, thr)), "false_fails_gate": fails,
-            "spread": round(max(meds) / min(meds) - 1, 4), "threshold": thr}
+            "spread": round(max(meds) / min(meds) - 1, 4), "threshold": thr,
+            "aa_median_by_gpu": {g: [len(v), round(statistics.median(v), 4)] for g, v in by_gpu.items()}}
 
 
 def fail(message: str) -> None:

@@ -61,6 +61,15 @@ def test_the_analysis_catches_a_clear_step_and_flags_nothing_unchanged():
     assert rows[0]["flagged_by_publish"] == 10
 
 
+def test_the_aa_row_gives_each_gpu_its_median():
+    raw = synthetic()
+    for i, p in enumerate(raw["processes"][:20]):
+        p["gpu_uuid"] = "GPU-a" if i < 8 else "GPU-b" if i < 14 else None
+    by_gpu = d.aa_row(raw, asvrun.load_conf(), "f", "Inference", "bf16 1x4096")["aa_median_by_gpu"]
+    assert {g: n for g, (n, _) in by_gpu.items()} == {"GPU-a": 8, "GPU-b": 6, "unrecorded": 6}
+    assert all(1.45 < med < 1.55 for _, med in by_gpu.values())
+
+
 def test_publish_flags_name_the_slow_commit():
     hist = [d.stats_of([1.0 + 0.001 * (i % 3) for i in range(12)]) for _ in range(10)]
     hist += [d.stats_of([1.2 + 0.001 * (i % 3) for i in range(12)]) for _ in range(3)]
