@@ -123,8 +123,8 @@ def _bwd_dot_kernel(
     dy_ptr, x_ptr, r_ptr, w_ptr, rstd_ptr, dot_ptr, n_rows, n_cols, stride_dy, stride_x, stride_r,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, VEC: tl.constexpr,
 ):
-    n_cols, stride_dy, stride_x, stride_r = _multiple(n_cols, VEC), _multiple(stride_dy, VEC), \
-        _multiple(stride_x, VEC), _multiple(stride_r, VEC)
+    n_cols, stride_dy, stride_x, stride_r = (_multiple(n_cols, VEC), _multiple(stride_dy, VEC),
+                                             _multiple(stride_x, VEC), _multiple(stride_r, VEC))
     # Columns path, pass 1: dot[chunk, row] = sum over the chunk's columns of
     # g * t_hat, one program per (BLOCK_M rows, BLOCK_N columns) tile: every
     # SM busy however few the rows are. Each term is scaled by rstd before the

@@ -222,9 +222,9 @@ def forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Sett
         warps = 1 << (max(1, n_cols * elem_bytes // f.bytes_per_warp).bit_length() - 1)
         if few_rows:
             warps = f.few_rows_warps * warps if block_n <= f.few_rows_max_tile else f.max_warps
-        warps = max(f.min_warps, block_n // (32 * f.max_thread_elems), min(f.max_warps, warps))
+        warps = min(f.max_warps, max(f.min_warps, block_n // (32 * f.max_thread_elems), warps))
         block_m = 1 if few_rows else max(1, f.narrow_tile_elems // block_n)
-        return ForwardConfig("rows", block_m, block_n, 1, min(warps, f.max_warps), block_n <= f.weight_first_max_n)
+        return ForwardConfig("rows", block_m, block_n, 1, warps, block_n <= f.weight_first_max_n)
     splits = triton.cdiv(n_cols, f.split.block_n)
     if splits > max_splits:
         return f.looped

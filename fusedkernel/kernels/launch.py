@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import operator
 from contextlib import nullcontext
 
 import torch
@@ -125,14 +126,12 @@ def _launch(kernel, grid: int, key: tuple, ptrs: tuple, args: tuple, num_warps: 
     kernel[(grid,)](*ptrs, *args, num_warps=num_warps)
 
 
-def _vector_width(elem_bytes: int, *ints: int) -> int:
-    """Elements of 16 bytes' worth, or fewer, dividing the hidden size and every row stride in ``ints``.
+def _vector_width(elem_bytes: int, bits: int) -> int:
+    """Elements of 16 bytes' worth, or fewer, dividing ``bits``: the hidden size and every row stride OR-ed.
 
     The kernels may then load and store that many at once (forward._aligned).
     """
-    vec, bits = 16 // elem_bytes, 0
-    for v in ints:
-        bits |= v
+    vec = 16 // elem_bytes
     while bits & (vec - 1):
         vec //= 2
     return vec
@@ -203,7 +202,7 @@ def forward_rows(x: torch.Tensor, r: torch.Tensor, weight: torch.Tensor, eps: fl
     stride_res = 0 if res is None else n_cols if res.is_contiguous() else row_stride(res, "residual output")
     stride_y = n_cols if y.is_contiguous() else row_stride(y, "y")
     common = (n_rows, n_cols, stride_x, stride_r, stride_y, stride_res, eps)
-    vec = _vector_width(x.element_size(), n_cols, stride_x, stride_r, stride_y, stride_res)
+    vec = _vector_width(x.element_size(), n_cols | stride_x | stride_r | stride_y | stride_res)
     # Triton launches on the current device: switch only when it differs.
     if device >= 0 and device != _current_device():
         with torch.cuda.device(device):
@@ -259,7 +258,7 @@ def backward_rows(dy2: torch.Tensor, dres2: torch.Tensor | None, x2: torch.Tenso
         has_dres = dres2 is not None
         dres_arg = dres2 if has_dres else dy2
         strides = (dy2.stride(0), dres_arg.stride(0), x2.stride(0), r2.stride(0), dx2.stride(0))
-        vec = _vector_width(x2.element_size(), n_cols, *strides)
+        vec = _vector_width(x2.element_size(), n_cols | functools.reduce(operator.or_, strides))
         meta = dict(BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, HAS_DRES=has_dres, VEC=vec, num_warps=cfg.num_warps)
         if cfg.path == "split":
             splits = -(-n_cols // cfg.block_n)
