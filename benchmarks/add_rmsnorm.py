@@ -63,11 +63,15 @@ def _wanted(cls, impl: str, case: str, regexes: list) -> bool:
 
 def measure(cls) -> dict:
     """{(impl, case): ([op s per round], [floor s per round])}, or {("failed", case): message}."""
+    regexes = _selection()
+    plan = {case: [i for i in cases.IMPLS if _wanted(cls, i, case, regexes)] for case in cases.cases(cls.op)}
+    return measure_plan(cls.op, {case: impls for case, impls in plan.items() if impls})
+
+
+def measure_plan(op: str, plan: dict, rounds: int = ROUNDS) -> dict:
+    """:func:`measure` of ``op`` for ``plan`` = {case: [impl, ...]}, any cases (the grid's or not)."""
     from ._cases import prewarm
 
-    op, regexes = cls.op, _selection()
-    plan = {case: [i for i in cases.IMPLS if _wanted(cls, i, case, regexes)] for case in cases.cases(op)}
-    plan = {case: impls for case, impls in plan.items() if impls}
     workers = min(12, (os.cpu_count() or 1) - 1)
     compiled = [(op, "compiled", case) for case, impls in plan.items() if "compiled" in impls]
     if compiled and workers >= 2:
@@ -87,7 +91,7 @@ def measure(cls) -> dict:
             floor = cases.floor(op, case)
             warm_up(floor, 0.02)
             out.update(((impl, case), times) for impl, times in
-                       interleaved_rounds(fns, floor, TIMERS[method(cases.parse(case)[1])]).items())
+                       interleaved_rounds(fns, floor, TIMERS[method(cases.parse(case)[1])], rounds).items())
         except Exception as e:  # noqa: BLE001 - one failing case must not cost the others
             out["failed", case] = f"{type(e).__name__}: {e}"
         finally:
