@@ -72,16 +72,6 @@ def _kernel():
     return reference
 
 
-def _rotating(fns: list):
-    turn = [0]
-
-    def call():
-        turn[0] = (turn[0] + 1) % len(fns)
-        return fns[turn[0]]()
-
-    return call
-
-
 def _sm_mhz() -> float | None:
     import torch
 
@@ -100,15 +90,20 @@ def measure_process(cases: list[str], repeats: int) -> dict:
     import torch
     import triton
 
+    from benchmarks._cases import _rotating
     from benchmarks._measure import DEVICE, INTERPRET, TIMERS, interleaved_rounds, method, warm_up
     from fusedkernel import add_rmsnorm
+    from fusedkernel.kernels import launch
     from fusedkernel.kernels.config import forward_config
 
     kernel = _kernel()
+    index = torch.cuda.current_device() if DEVICE == "cuda" else -1
     out = {}
     for case in cases:
         tokens, hidden = parse_case(case)
-        warps = forward_config(hidden, 2, 132, few_rows=tokens <= 132).num_warps
+        # The op's warps for this case, as its launch chooses them.
+        splits = launch._max_splits(index)
+        warps = forward_config(hidden, 2, splits, launch._settings(index), tokens <= splits).num_warps
         block = triton.next_power_of_2(hidden)
         fns = {k: [] for k in ["op", *REFERENCES]}
         for _ in range(COPIES):
