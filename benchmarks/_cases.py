@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import re
 
 import torch
 
@@ -65,16 +66,18 @@ def name(dtype: str, tokens: int, hidden: int) -> str:
     return f"{dtype} {tokens}x{hidden}"
 
 
+_CASE = re.compile(r"(\w+) ([1-9][0-9]*)x([1-9][0-9]*)")
+
+
 def parse(case: str) -> tuple[str, int, int]:
-    """(dtype, tokens, hidden) of ``"<dtype> <tokens>x<hidden>"``; ValueError otherwise."""
-    try:
-        dtype, shape = case.split(" ")
-        tokens, hidden = (int(v) for v in shape.split("x"))
-    except ValueError:
-        raise ValueError(f"a case is '<dtype> <tokens>x<hidden>', got {case!r}") from None
-    if dtype not in DTYPES or tokens < 1 or hidden < 1:
+    """(dtype, tokens, hidden) of ``"<dtype> <tokens>x<hidden>"``; ValueError naming the case otherwise."""
+    m = _CASE.fullmatch(case) if isinstance(case, str) else None
+    if m is None:
+        raise ValueError(f"a case is '<dtype> <tokens>x<hidden>', tokens and hidden whole numbers >= 1 written "
+                         f"without leading zeros (e.g. 'bf16 1x4096'), got {case!r}")
+    if m[1] not in DTYPES:
         raise ValueError(f"a case is '<dtype> <tokens>x<hidden>' with dtype in {list(DTYPES)}, got {case!r}")
-    return dtype, tokens, hidden
+    return m[1], int(m[2]), int(m[3])
 
 
 def gpu_cases(op: str) -> list[str]:

@@ -62,7 +62,8 @@ def _wanted(cls, impl: str, case: str, regexes: list) -> bool:
 
 
 def measure(cls) -> dict:
-    """{(impl, case): ([op s per round], [floor s per round])}, or {("failed", case): message}."""
+    """{(impl, case): ([op s per round], [floor s per round])}; {("failed", case): message} where a case
+    failed; {("skipped", impl, case): reason} where an implementation does not run a case."""
     regexes = _selection()
     plan = {case: [i for i in cases.IMPLS if _wanted(cls, i, case, regexes)] for case in cases.cases(cls.op)}
     return measure_plan(cls.op, {case: impls for case, impls in plan.items() if impls})
@@ -84,10 +85,13 @@ def measure_plan(op: str, plan: dict, rounds: int = ROUNDS) -> dict:
             for impl in impls:
                 try:
                     fns[impl] = cases.runner(op, impl, case)
-                except NotImplementedError:
+                except NotImplementedError as e:
+                    out["skipped", impl, case] = str(e)
                     continue
                 warm_up(fns[impl], 1.0 if first else 0.05)
                 first = False
+            if not fns:
+                continue
             floor = cases.floor(op, case)
             warm_up(floor, 0.02)
             out.update(((impl, case), times) for impl, times in
@@ -125,7 +129,8 @@ class _Op:
         if ("failed", case) in data:
             raise RuntimeError(f"{self.op} {case} failed: {data['failed', case]}")
         if (impl, case) not in data:
-            raise NotImplementedError(f"{impl} does not run {self.op} at {case} here")
+            why = data.get(("skipped", impl, case), "not measured in this run")
+            raise NotImplementedError(f"{impl} does not run {self.op} at {case} here: {why}")
 
     def track_ratio(self, data, impl, case):
         op_s, floor_s = data[impl, case]

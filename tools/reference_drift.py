@@ -30,25 +30,33 @@ import argparse
 import json
 import os
 import pathlib
+import re
+import signal
 import statistics
 import subprocess
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(1, str(ROOT / "tools" / "kernel"))
+from _sweep import json_path, write_json  # noqa: E402
+
 REFERENCES = ["addcmul", "copy", "row"]
 COPIES = 8
 SPIN_CYCLES = 400_000
+MAX_HIDDEN = 1 << 20  # the references hold a row in one Triton block, of at most 2**20 elements
+_CASE = re.compile(r"([1-9][0-9]*)x([1-9][0-9]*)")
 
 
 def parse_case(case: str) -> tuple[int, int]:
     """(tokens, hidden) of ``"<tokens>x<hidden>"``; ValueError naming the case otherwise."""
-    try:
-        tokens, hidden = (int(v) for v in case.split("x"))
-    except ValueError:
-        raise ValueError(f"a case is '<tokens>x<hidden>', got {case!r}") from None
-    if tokens < 1 or hidden < 1:
-        raise ValueError(f"a case has at least 1 token and 1 column, got {case!r}")
+    m = _CASE.fullmatch(case)
+    if m is None:
+        raise ValueError(f"a case is '<tokens>x<hidden>', whole numbers >= 1 without leading zeros, got {case!r}")
+    tokens, hidden = int(m[1]), int(m[2])
+    if hidden > MAX_HIDDEN:
+        raise ValueError(f"a case's hidden size is at most {MAX_HIDDEN} here (a reference holds a row in one "
+                         f"block), got {case!r}")
     return tokens, hidden
 
 
@@ -86,7 +94,19 @@ def _sm_mhz() -> float | None:
 
 
 def measure_process(cases: list[str], repeats: int) -> dict:
-    """{case: [repeat: {"mhz", "us": {impl: µs}, "ratio": {reference: op/reference}}]} in this process."""
+    """{"cases": {case: [repeat: {"mhz", "us": {impl: µs}, "ratio": {reference: op/reference}}]},
+    "failed": {case: message}} of this process; a failing case costs only itself."""
+    out = {"cases": {}, "failed": {}}
+    for case in cases:
+        try:
+            out["cases"][case] = _measure_case(case, repeats)
+        except Exception as e:  # noqa: BLE001 - one failing case must not cost the others
+            out["failed"][case] = f"{type(e).__name__}: {e}"
+    return out
+
+
+def _measure_case(case: str, repeats: int) -> list[dict]:
+    """The repeats of one case (see :func:`measure_process`)."""
     import torch
     import triton
 
@@ -98,61 +118,92 @@ def measure_process(cases: list[str], repeats: int) -> dict:
 
     kernel = _kernel()
     index = torch.cuda.current_device() if DEVICE == "cuda" else -1
-    out = {}
-    for case in cases:
-        tokens, hidden = parse_case(case)
-        # The op's warps for this case, as its launch chooses them.
-        splits = launch._max_splits(index)
-        warps = forward_config(hidden, 2, splits, launch._settings(index), tokens <= splits).num_warps
-        block = triton.next_power_of_2(hidden)
-        fns = {k: [] for k in ["op", *REFERENCES]}
-        for _ in range(COPIES):
-            x, r, z, y = (torch.randn(tokens, hidden, device=DEVICE, dtype=torch.bfloat16) for _ in range(4))
-            w = torch.randn(hidden, device=DEVICE, dtype=torch.bfloat16)
-            x.mul_(1e-3)  # thousands of in-place residual updates stay far from bf16's range
-            fns["op"].append(lambda x=x, r=r, w=w: add_rmsnorm(x, r, w, inplace_residual=True))
-            fns["addcmul"].append(lambda x=x, r=r, z=z, y=y: torch.addcmul(x, r, z, out=y))
-            for name, reduce in (("copy", False), ("row", True)):
-                fns[name].append(lambda x=x, r=r, z=z, y=y, reduce=reduce: kernel[(tokens,)](
-                    x, r, z, y, hidden, BLOCK=block, REDUCE=reduce, num_warps=warps))
-        fns = {k: _rotating(v) for k, v in fns.items()}
-        for fn in fns.values():
-            warm_up(fn, 0.01 if INTERPRET else 0.2)
-        timer = TIMERS[method(tokens)]
-        rows = []
-        for _ in range(repeats):
-            # Every reference and the op, each beside addcmul: op/ref per round = (op/add) / (ref/add).
-            rounds = interleaved_rounds({k: v for k, v in fns.items() if k != "addcmul"}, fns["addcmul"], timer, 3)
-            op, add_op = rounds["op"]
-            per_round = {"addcmul": [o / a for o, a in zip(op, add_op)]}
-            for name in ("copy", "row"):
-                ref, add_ref = rounds[name]
-                per_round[name] = [(o / a) / (f / b) for o, a, f, b in zip(op, add_op, ref, add_ref)]
-            us = {k: statistics.median(v[0]) * 1e6 for k, v in rounds.items()}
-            us["addcmul"] = statistics.median([t for v in rounds.values() for t in v[1]]) * 1e6
-            rows.append({"mhz": _sm_mhz(), "us": us, "ratio": {k: statistics.median(v) for k, v in per_round.items()}})
-        out[case] = rows
-    return out
+    tokens, hidden = parse_case(case)
+    # The op's warps for this case, as its launch chooses them.
+    splits = launch._max_splits(index)
+    warps = forward_config(hidden, 2, splits, launch._settings(index), tokens <= splits).num_warps
+    block = triton.next_power_of_2(hidden)
+    fns = {k: [] for k in ["op", *REFERENCES]}
+    for _ in range(COPIES):
+        x, r, z, y = (torch.randn(tokens, hidden, device=DEVICE, dtype=torch.bfloat16) for _ in range(4))
+        w = torch.randn(hidden, device=DEVICE, dtype=torch.bfloat16)
+        x.mul_(1e-3)  # thousands of in-place residual updates stay far from bf16's range
+        fns["op"].append(lambda x=x, r=r, w=w: add_rmsnorm(x, r, w, inplace_residual=True))
+        fns["addcmul"].append(lambda x=x, r=r, z=z, y=y: torch.addcmul(x, r, z, out=y))
+        for name, reduce in (("copy", False), ("row", True)):
+            fns[name].append(lambda x=x, r=r, z=z, y=y, reduce=reduce: kernel[(tokens,)](
+                x, r, z, y, hidden, BLOCK=block, REDUCE=reduce, num_warps=warps))
+    fns = {k: _rotating(v) for k, v in fns.items()}
+    for fn in fns.values():
+        warm_up(fn, 0.01 if INTERPRET else 0.2)
+    timer = TIMERS[method(tokens)]
+    rows = []
+    for _ in range(repeats):
+        # Every reference and the op, each beside addcmul: op/ref per round = (op/add) / (ref/add).
+        rounds = interleaved_rounds({k: v for k, v in fns.items() if k != "addcmul"}, fns["addcmul"], timer, 3)
+        op, add_op = rounds["op"]
+        per_round = {"addcmul": [o / a for o, a in zip(op, add_op)]}
+        for name in ("copy", "row"):
+            ref, add_ref = rounds[name]
+            per_round[name] = [(o / a) / (f / b) for o, a, f, b in zip(op, add_op, ref, add_ref)]
+        us = {k: statistics.median(v[0]) * 1e6 for k, v in rounds.items()}
+        us["addcmul"] = statistics.median([t for v in rounds.values() for t in v[1]]) * 1e6
+        rows.append({"mhz": _sm_mhz(), "us": us, "ratio": {k: statistics.median(v) for k, v in per_round.items()}})
+    return rows
 
 
-def spread(values: list[float]) -> float:
-    """max / min - 1."""
-    return max(values) / min(values) - 1
+def spread(values: list[float]) -> float | None:
+    """max / min - 1; None for fewer than two values."""
+    return max(values) / min(values) - 1 if len(values) > 1 else None
 
 
 def summary(processes: list[dict], cases: list[str]) -> list[dict]:
     """Per case and reference: the ratio's median per process and the spreads (see the module docstring)."""
     out = []
     for case in cases:
-        rows = [r for p in processes for r in p["cases"].get(case, [])]
-        for ref in [k for k in rows[0]["ratio"]] if rows else []:
-            per = [[r["ratio"][ref] for r in p["cases"][case]] for p in processes if case in p["cases"]]
-            if not per:
-                continue
+        per_process = [p["cases"][case] for p in processes if p["cases"].get(case)]
+        for ref in per_process[0][0]["ratio"] if per_process else []:
+            per = [[r["ratio"][ref] for r in rows] for rows in per_process]
             medians = [statistics.median(v) for v in per]
             out.append({"case": case, "reference": ref, "process_medians": medians,
                         "spread_processes": spread(medians), "spread_repeats": spread([x for v in per for x in v])})
     return out
+
+
+def table(processes: list[dict], cases: list[str]) -> str:
+    """The summary as markdown, and each failed case."""
+    pct = lambda v: "n/a" if v is None else f"{v:.2%}"  # noqa: E731
+    out = ["| case | reference | ratio per process | spread over processes | over repeats |", "|---|---|---|---|---|"]
+    out += [f"| {s['case']} | {s['reference']} | {' '.join(f'{m:.3f}' for m in s['process_medians'])} | "
+            f"{pct(s['spread_processes'])} | {pct(s['spread_repeats'])} |" for s in summary(processes, cases)]
+    out += [f"process {k + 1}: {case} failed: {why}" for k, p in enumerate(processes)
+            for case, why in p.get("failed", {}).items()]
+    return "\n".join(out)
+
+
+class _Stop(Exception):
+    """SIGTERM or SIGHUP: stop the child, keep what finished."""
+
+
+def _stop(signum, _frame):
+    raise _Stop(signal.Signals(signum).name)
+
+
+def _child(a) -> dict:
+    """Run one measuring process; its result, or RuntimeError saying how it ended."""
+    proc = subprocess.Popen([sys.executable, __file__, "--child", "--cases", a.cases, "--repeats", str(a.repeats)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate()
+    finally:
+        if proc.poll() is None:  # interrupted: the child must not go on loading the GPU
+            proc.kill()
+            proc.wait()
+    if proc.returncode:
+        how = (f"killed by {signal.Signals(-proc.returncode).name}" if proc.returncode < 0
+               else f"exit status {proc.returncode}")
+        raise RuntimeError(f"{how}{' (out of memory?)' if proc.returncode == -9 else ''}\n{err[-2000:]}")
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def main(argv=None) -> int:
@@ -160,43 +211,46 @@ def main(argv=None) -> int:
     ap.add_argument("--cases", default="1x4096,8x7168")
     ap.add_argument("--processes", type=int, default=6)
     ap.add_argument("--repeats", type=int, default=4)
-    ap.add_argument("--json", help="write every process's repeats and the summary here")
+    ap.add_argument("--json", type=json_path, help="write every process's repeats and the summary here")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     try:
         cases = [c.strip() for c in a.cases.split(",")]
         for c in cases:
             parse_case(c)
+        dup = sorted({c for c in cases if cases.count(c) > 1})
+        if dup:
+            raise ValueError(f"--cases: {dup} given more than once")
         for name in ("processes", "repeats"):
             if getattr(a, name) < 1:
                 raise ValueError(f"--{name} must be at least 1, got {getattr(a, name)}")
     except ValueError as e:
         ap.error(str(e))
     if a.child:
-        print(json.dumps({"pid": os.getpid(), "cases": measure_process(cases, a.repeats)}))
+        print(json.dumps({"pid": os.getpid(), **measure_process(cases, a.repeats)}))
         return 0
-    processes = []
-    for k in range(a.processes):
-        # A fresh process each: the state that moves the ratio is held per process (and drifts within one).
-        run = subprocess.run([sys.executable, __file__, "--child", "--cases", a.cases, "--repeats", str(a.repeats)],
-                             capture_output=True, text=True)
-        if run.returncode:
-            print(f"process {k + 1} failed:\n{run.stderr[-2000:]}", file=sys.stderr)
-            return 1
-        processes.append(json.loads(run.stdout.strip().splitlines()[-1]))
-        if a.json:
-            _write(a.json, {"cases": cases, "processes": processes, "summary": summary(processes, cases)})
-    print("| case | reference | ratio per process | spread over processes | over repeats |\n|---|---|---|---|---|")
-    for s in summary(processes, cases):
-        print(f"| {s['case']} | {s['reference']} | {' '.join(f'{m:.3f}' for m in s['process_medians'])} | "
-              f"{s['spread_processes']:.2%} | {s['spread_repeats']:.2%} |")
-    return 0
-
-
-def _write(path: str, data: dict) -> None:
-    tmp = pathlib.Path(path + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1))
-    os.replace(tmp, path)
+    processes, status = [], 0
+    old = {s: signal.signal(s, _stop) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        for k in range(a.processes):
+            # A fresh process each: the state that moves the ratio is held per process (and drifts within one).
+            processes.append(_child(a))
+            if a.json:
+                write_json(a.json, {"cases": cases, "processes": processes, "summary": summary(processes, cases)})
+    except RuntimeError as e:
+        print(f"process {len(processes) + 1} failed: {e}", file=sys.stderr)
+        status = 1
+    except (KeyboardInterrupt, _Stop) as e:
+        print(f"stopped by {e if isinstance(e, _Stop) else 'Ctrl-C'} during process {len(processes) + 1}",
+              file=sys.stderr)
+        status = 130
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    print(table(processes, cases))
+    if processes and a.json:
+        print(f"{len(processes)} processes in {a.json}", file=sys.stderr)
+    return status or (1 if any(p.get("failed") for p in processes) else 0)
 
 
 if __name__ == "__main__":

@@ -54,7 +54,7 @@ def test_measure_returns_rounds_per_implementation_and_records_a_failing_case(mo
 
     def runner(op, impl, case):
         if impl == "liger":
-            raise NotImplementedError
+            raise NotImplementedError("liger: planted")
         if case == "fp32 8x1000":
             raise RuntimeError("planted")
         return real_runner(op, impl, case)
@@ -62,7 +62,8 @@ def test_measure_returns_rounds_per_implementation_and_records_a_failing_case(mo
     monkeypatch.setattr(cases, "runner", runner)
     monkeypatch.setattr(suite, "warm_up", lambda fn, seconds: None)
     data = suite.measure(suite.Forward)
-    assert set(data) == {("fused", "bf16 1x64"), ("eager", "bf16 1x64"), ("failed", "fp32 8x1000")}
+    assert set(data) == {("fused", "bf16 1x64"), ("eager", "bf16 1x64"), ("failed", "fp32 8x1000"),
+                         ("skipped", "liger", "bf16 1x64")}
     op_s, floor_s = data["fused", "bf16 1x64"]
     from benchmarks._measure import ROUNDS
     assert len(op_s) == len(floor_s) == ROUNDS and min(op_s + floor_s) > 0
@@ -74,7 +75,17 @@ def test_measure_returns_rounds_per_implementation_and_records_a_failing_case(mo
     assert out["number"] == 1 and out["samples"] == [o / f for o, f in zip(op_s, floor_s)]
     assert bench.track_time(data, "bf16 1x64")["samples"] == [o * 1e6 for o in op_s]
     assert bench.track_gbps(data, "bf16 1x64") > 0
-    with pytest.raises(NotImplementedError):  # asv: skipped
+    with pytest.raises(NotImplementedError, match="liger: planted"):  # asv: skipped, with the reason
         bench.setup(data, "liger", "bf16 1x64")
     with pytest.raises(RuntimeError, match="planted"):  # asv: failed, this case only
         bench.setup(data, "fused", "fp32 8x1000")
+
+
+def test_a_case_no_implementation_runs_is_skipped_not_failed(monkeypatch):
+    def runner(op, impl, case):
+        raise NotImplementedError(f"{impl} needs a GPU")
+
+    monkeypatch.setattr(cases, "runner", runner)
+    data = suite.measure_plan("forward", {"bf16 1x64": ["fused", "eager"]})
+    assert data == {("skipped", "fused", "bf16 1x64"): "fused needs a GPU",
+                    ("skipped", "eager", "bf16 1x64"): "eager needs a GPU"}

@@ -27,7 +27,8 @@ def test_each_mode_runs_its_own_cases():
     assert cases.cases("forward") == want
 
 
-@pytest.mark.parametrize("bad", ["bf16 1x", "bf16", "int8 1x64", "bf16 0x64", "bf16 1x64 extra"])
+@pytest.mark.parametrize("bad", ["bf16 1x", "bf16", "int8 1x64", "bf16 0x64", "bf16 1x64 extra", "bf16 -1x64",
+                                 "bf16 01x64", "bf16 1_0x64", "bf16  1x64", None])
 def test_a_malformed_case_is_refused_by_name(bad):
     with pytest.raises(ValueError, match="a case is '<dtype> <tokens>x<hidden>'"):
         cases.parse(bad)

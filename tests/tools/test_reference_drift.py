@@ -2,7 +2,7 @@
 
 import json
 import pathlib
-import subprocess
+import signal
 import sys
 
 import pytest
@@ -28,7 +28,7 @@ def test_each_process_is_recorded_and_summarized(tmp_path, capsys):
     assert len({p["pid"] for p in data["processes"]}) == 2  # two fresh processes
     for p in data["processes"]:
         rows = p["cases"]["1x64"]
-        assert len(rows) == 2 and set(rows[0]["ratio"]) == set(drift.REFERENCES)
+        assert len(rows) == 2 and set(rows[0]["ratio"]) == set(drift.REFERENCES) and p["failed"] == {}
         assert set(rows[0]["us"]) == {"op", *drift.REFERENCES} and min(rows[0]["us"].values()) > 0
     s = {row["reference"]: row for row in data["summary"]}
     medians = s["row"]["process_medians"]
@@ -36,28 +36,68 @@ def test_each_process_is_recorded_and_summarized(tmp_path, capsys):
     assert "| 1x64 | row |" in capsys.readouterr().out
 
 
-def test_a_failing_process_stops_the_run_and_keeps_the_finished_ones(tmp_path, monkeypatch, capsys):
+def test_a_failing_case_costs_only_itself(monkeypatch):
+    real = drift._measure_case
+    monkeypatch.setattr(drift, "_measure_case", lambda case, n: (_ for _ in ()).throw(RuntimeError("planted"))
+                        if case == "2x64" else real(case, n))
+    out = drift.measure_process(["2x64", "1x64"], 1)
+    assert out["failed"] == {"2x64": "RuntimeError: planted"} and len(out["cases"]["1x64"]) == 1
+
+
+def _fake_child(results):
+    """A stand-in for _child: each call returns the next result, or raises it."""
+    def child(a):
+        r = results.pop(0)
+        if isinstance(r, BaseException):
+            raise r
+        return r
+    return child
+
+
+def _process(pid, ratio=1.5):
+    return {"pid": pid, "cases": {"1x64": [{"mhz": None, "us": {}, "ratio": {k: ratio for k in drift.REFERENCES}}]},
+            "failed": {}}
+
+
+@pytest.mark.parametrize("fault, status, said", [
+    (RuntimeError("killed by SIGKILL (out of memory?)"), 1, "process 2 failed: killed by SIGKILL (out of memory?)"),
+    (KeyboardInterrupt(), 130, "stopped by Ctrl-C during process 2"),
+    (drift._Stop("SIGTERM"), 130, "stopped by SIGTERM during process 2"),
+])
+def test_a_fault_keeps_the_finished_processes_and_prints_their_summary(fault, status, said, tmp_path, monkeypatch,
+                                                                        capsys):
+    monkeypatch.setattr(drift, "_child", _fake_child([_process(1), fault, _process(3)]))
     path = tmp_path / "drift.json"
-    calls = []
+    assert drift.main(["--cases", "1x64", "--processes", "3", "--json", str(path)]) == status
+    assert [p["pid"] for p in json.loads(path.read_text())["processes"]] == [1]
+    out, err = capsys.readouterr()
+    assert said in err and "| 1x64 | row | 1.500 | n/a | n/a |" in out  # one process: no spread to show
+    assert signal.getsignal(signal.SIGTERM) is not drift._stop  # the handlers are given back
 
-    def run(cmd, **kw):
-        calls.append(cmd)
-        if len(calls) == 2:
-            return subprocess.CompletedProcess(cmd, 1, "", "Traceback: planted")
-        return subprocess.CompletedProcess(cmd, 0, json.dumps({"pid": 1, "cases": {"1x64": [
-            {"mhz": None, "us": {}, "ratio": {k: 1.5 for k in drift.REFERENCES}}]}}) + "\n", "")
 
-    monkeypatch.setattr(drift.subprocess, "run", run)
-    assert drift.main(["--cases", "1x64", "--processes", "3", "--json", str(path)]) == 1
-    err = capsys.readouterr().err
-    assert "process 2 failed" in err and "planted" in err
-    assert len(json.loads(path.read_text())["processes"]) == 1
+def test_a_killed_child_is_named_with_its_signal(monkeypatch):
+    class Proc:
+        returncode = -9
+
+        def communicate(self):
+            return "", ""
+
+        def poll(self):
+            return -9
+
+    monkeypatch.setattr(drift.subprocess, "Popen", lambda *a, **k: Proc())
+    with pytest.raises(RuntimeError, match="killed by SIGKILL \\(out of memory\\?\\)"):
+        drift._child(drift.argparse.Namespace(cases="1x64", repeats=1))
 
 
 @pytest.mark.parametrize("args, message", [
     (["--cases", "1x"], "a case is '<tokens>x<hidden>'"),
-    (["--cases", "0x64"], "at least 1 token"),
+    (["--cases", "0x64"], "whole numbers >= 1"),
+    (["--cases", "01x64"], "without leading zeros"),
+    (["--cases", "1x2000000"], "at most 1048576"),
+    (["--cases", "1x64,1x64"], "--cases: ['1x64'] given more than once"),
     (["--processes", "0"], "--processes must be at least 1"),
+    (["--json", "/"], "is a directory"),
 ])
 def test_bad_arguments_name_what_was_expected(args, message, capsys):
     with pytest.raises(SystemExit):

@@ -8,6 +8,7 @@ as a fraction of the floor (floor time / op time; 1.0 = as fast as the floor).
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import pathlib
@@ -56,7 +57,21 @@ def sweep(label: str, candidates: list, run, check, floor, timer=None) -> list[d
     return rows
 
 
-def write_json(path: str, rows: list[dict]) -> None:
+def json_path(text: str) -> str:
+    """argparse type of a ``--json`` FILE: checked before anything is measured."""
+    path = pathlib.Path(text)
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path")
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a directory, not a file")
+    if not path.parent.is_dir():
+        raise argparse.ArgumentTypeError(f"{path.parent} is not an existing directory")
+    if not os.access(path.parent, os.W_OK):
+        raise argparse.ArgumentTypeError(f"{path.parent} is not writable")
+    return text
+
+
+def write_json(path: str, rows) -> None:
     """Write ``rows`` to ``path`` atomically (a sweep stopped midway keeps what it measured)."""
     tmp = f"{path}.tmp"
     with open(tmp, "w") as f:

@@ -6,30 +6,51 @@
 The suite's own measurement (``benchmarks/add_rmsnorm.measure_plan``): its
 ops, floors, inputs and timing method per token count, every implementation
 interleaved with the floor in ``--rounds`` rounds. Medians per case and
-implementation; fraction = floor time / op time. Without a GPU it runs in
-Triton's interpreter (wall times: checks the command, not performance).
+implementation; fraction = floor time / op time. One case at a time: each
+row is printed, and ``--json`` rewritten, as soon as its case is done (Ctrl-C
+keeps them). Exit status 1 when a case failed. Without a GPU set
+TRITON_INTERPRET=1: wall times in Triton's interpreter (checks the command,
+not performance).
 """
 
 import argparse
 import statistics
 import sys
 
-from _sweep import write_json  # also puts the repository on sys.path
+from _sweep import json_path, write_json  # also puts the repository on sys.path
 from benchmarks import _cases as cases  # noqa: E402
 from benchmarks.add_rmsnorm import measure_plan  # noqa: E402
 
 
 def rows(op: str, data: dict) -> list[dict]:
-    """One row per measured (impl, case) of ``measure_plan``'s result; failed cases carry their message."""
+    """One row per (impl, case) of ``measure_plan``'s result: measured, skipped (with why) or failed."""
     out = []
     for key, value in data.items():
         if key[0] == "failed":
             out.append({"op": op, "case": key[1], "failed": value})
-            continue
-        op_s, floor_s = (statistics.median(v) for v in value)
-        out.append({"op": op, "impl": key[0], "case": key[1], "us": op_s * 1e6, "floor_us": floor_s * 1e6,
-                    "fraction": floor_s / op_s})
+        elif key[0] == "skipped":
+            out.append({"op": op, "impl": key[1], "case": key[2], "skipped": value})
+        else:
+            op_s, floor_s = (statistics.median(v) for v in value)
+            out.append({"op": op, "impl": key[0], "case": key[1], "us": op_s * 1e6, "floor_us": floor_s * 1e6,
+                        "fraction": floor_s / op_s})
     return out
+
+
+def line(r: dict) -> str:
+    if "failed" in r:
+        return f"| {r['op']} | {r['case']} | failed: {r['failed']} | | | |"
+    if "skipped" in r:
+        return f"| {r['op']} | {r['case']} | {r['impl']} | not run: {r['skipped']} | | |"
+    return f"| {r['op']} | {r['case']} | {r['impl']} | {r['us']:.4g} | {r['floor_us']:.4g} | {r['fraction']:.3g} |"
+
+
+def _names(text: str, what: str) -> list[str]:
+    names = [v.strip() for v in text.split(",")]
+    dup = sorted({v for v in names if names.count(v) > 1})
+    if dup:
+        raise ValueError(f"{what}: {dup} given more than once")
+    return names
 
 
 def main(argv=None) -> int:
@@ -38,29 +59,32 @@ def main(argv=None) -> int:
     ap.add_argument("--cases", required=True, help="comma-separated '<dtype> <tokens>x<hidden>'")
     ap.add_argument("--impls", default="fused", help=f"comma-separated, of {cases.IMPLS}")
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--json", help="also write the rows to this file")
+    ap.add_argument("--json", type=json_path, help="also write the rows to this file")
     a = ap.parse_args(argv)
     try:
-        plan = {c.strip(): a.impls.split(",") for c in a.cases.split(",")}
-        for case in plan:
+        case_list, impls = _names(a.cases, "--cases"), _names(a.impls, "--impls")
+        for case in case_list:
             cases.parse(case)
-        unknown = set(a.impls.split(",")) - set(cases.IMPLS)
+        unknown = set(impls) - set(cases.IMPLS)
         if unknown:
             raise ValueError(f"--impls: {sorted(unknown)} not in {cases.IMPLS}")
         if a.rounds < 1:
             raise ValueError(f"--rounds must be at least 1, got {a.rounds}")
     except ValueError as e:
         ap.error(str(e))
-    out = rows(a.op, measure_plan(a.op, plan, a.rounds))
-    print("| op | case | impl | µs | floor µs | fraction of floor |\n|---|---|---|---|---|---|")
-    for r in out:
-        if "failed" in r:
-            print(f"| {r['op']} | {r['case']} | failed: {r['failed']} | | | |")
-        else:
-            print(f"| {r['op']} | {r['case']} | {r['impl']} | {r['us']:.2f} | {r['floor_us']:.2f} | "
-                  f"{r['fraction']:.3f} |")
-    if a.json:
-        write_json(a.json, out)
+    print("| op | case | impl | µs | floor µs | fraction of floor |\n|---|---|---|---|---|---|", flush=True)
+    out = []
+    try:
+        for case in case_list:
+            done = rows(a.op, measure_plan(a.op, {case: impls}, a.rounds))
+            print("\n".join(line(r) for r in done), flush=True)
+            out += done
+            if a.json:
+                write_json(a.json, out)
+    except KeyboardInterrupt:
+        print(f"interrupted: {len(out)} rows of finished cases kept" + (f" in {a.json}" if a.json else ""),
+              file=sys.stderr)
+        return 130
     return 1 if any("failed" in r for r in out) else 0
 
 

@@ -18,7 +18,7 @@ import itertools
 import torch
 import torch.nn.functional as F
 
-from _sweep import DTYPES, header, sweep, write_json
+from _sweep import DTYPES, header, json_path, sweep, write_json
 from benchmarks._measure import DEVICE, TIMERS, method
 from fusedkernel.kernels import launch
 from fusedkernel.kernels.config import forward_candidates
@@ -33,7 +33,7 @@ def main() -> None:
     ap.add_argument("--dtypes", default="bf16")
     ap.add_argument("--widths", default=",".join(map(str, WIDTHS)))
     ap.add_argument("--tokens", default="8192")
-    ap.add_argument("--json", help="write every measured candidate to this file as well")
+    ap.add_argument("--json", type=json_path, help="write every measured candidate to this file as well")
     a = ap.parse_args()
     header()
     rows_out = []
