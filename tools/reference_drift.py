@@ -13,9 +13,13 @@ as in the suite), ``--repeats`` times 3 interleaved rounds (the suite's
 
 * ``addcmul``: the suite's floor, ``torch.addcmul(x, residual, z, out=y)``;
 * ``copy``: a Triton kernel moving the same 4 row-trips with one program per
-  row at the op's warps;
+  row at the op's warps (reads x, residual and z, writes y);
 * ``row``: ``copy`` whose store waits for a sum over the row: the dependency
-  structure every row norm has, with nothing else.
+  structure every row norm has, with nothing else;
+* ``row_inplace``: ``row`` with the inference call's traffic: reads x and
+  residual, writes the residual in place and y;
+* ``twin``: the op itself on inputs of its own: what the best reference
+  could cancel (the ratio of two identical calls).
 
 Each repeat also records the SM clock from a spin of known cycles. It prints,
 per reference, the ratio's median per process and its spread (max / min - 1)
@@ -41,7 +45,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(1, str(ROOT / "tools" / "kernel"))
 from _sweep import json_path, write_json  # noqa: E402
 
-REFERENCES = ["addcmul", "copy", "row"]
+REFERENCES = ["addcmul", "copy", "row", "row_inplace", "twin"]
 COPIES = 8
 SPIN_CYCLES = 400_000
 MAX_HIDDEN = 1 << 20  # the references hold a row in one Triton block, of at most 2**20 elements
@@ -65,14 +69,17 @@ def _kernel():
     import triton.language as tl
 
     @triton.jit
-    def reference(x, r, z, y, n, BLOCK: tl.constexpr, REDUCE: tl.constexpr):
+    def reference(x, r, z, y, n, BLOCK: tl.constexpr, REDUCE: tl.constexpr, INPLACE: tl.constexpr):
         row = tl.program_id(0).to(tl.int64)
         cols = tl.arange(0, BLOCK)
         m = cols < n
         a = tl.load(x + row * n + cols, mask=m).to(tl.float32)
         b = tl.load(r + row * n + cols, mask=m).to(tl.float32)
-        c = tl.load(z + row * n + cols, mask=m).to(tl.float32)
-        t = a + b * c
+        if INPLACE:
+            t = a + b
+            tl.store(r + row * n + cols, t.to(r.dtype.element_ty), mask=m)
+        else:
+            t = a + b * tl.load(z + row * n + cols, mask=m).to(tl.float32)
         if REDUCE:
             t = t * tl.sum(a * a, axis=0)
         tl.store(y + row * n + cols, t.to(y.dtype.element_ty), mask=m)
@@ -124,15 +131,20 @@ def _measure_case(case: str, repeats: int) -> list[dict]:
     warps = forward_config(hidden, 2, splits, launch._settings(index), tokens <= splits).num_warps
     block = triton.next_power_of_2(hidden)
     fns = {k: [] for k in ["op", *REFERENCES]}
-    for _ in range(COPIES):
+    def tensors():
         x, r, z, y = (torch.randn(tokens, hidden, device=DEVICE, dtype=torch.bfloat16) for _ in range(4))
-        w = torch.randn(hidden, device=DEVICE, dtype=torch.bfloat16)
         x.mul_(1e-3)  # thousands of in-place residual updates stay far from bf16's range
+        return x, r, z, y, torch.randn(hidden, device=DEVICE, dtype=torch.bfloat16)
+
+    for _ in range(COPIES):
+        x, r, z, y, w = tensors()
         fns["op"].append(lambda x=x, r=r, w=w: add_rmsnorm(x, r, w, inplace_residual=True))
         fns["addcmul"].append(lambda x=x, r=r, z=z, y=y: torch.addcmul(x, r, z, out=y))
-        for name, reduce in (("copy", False), ("row", True)):
-            fns[name].append(lambda x=x, r=r, z=z, y=y, reduce=reduce: kernel[(tokens,)](
-                x, r, z, y, hidden, BLOCK=block, REDUCE=reduce, num_warps=warps))
+        for name, reduce, inplace in (("copy", False, False), ("row", True, False), ("row_inplace", True, True)):
+            fns[name].append(lambda x=x, r=r, z=z, y=y, reduce=reduce, inplace=inplace: kernel[(tokens,)](
+                x, r, z, y, hidden, BLOCK=block, REDUCE=reduce, INPLACE=inplace, num_warps=warps))
+        x, r, _, _, w = tensors()
+        fns["twin"].append(lambda x=x, r=r, w=w: add_rmsnorm(x, r, w, inplace_residual=True))
     fns = {k: _rotating(v) for k, v in fns.items()}
     for fn in fns.values():
         warm_up(fn, 0.01 if INTERPRET else 0.2)
@@ -143,7 +155,7 @@ def _measure_case(case: str, repeats: int) -> list[dict]:
         rounds = interleaved_rounds({k: v for k, v in fns.items() if k != "addcmul"}, fns["addcmul"], timer, 3)
         op, add_op = rounds["op"]
         per_round = {"addcmul": [o / a for o, a in zip(op, add_op)]}
-        for name in ("copy", "row"):
+        for name in REFERENCES[1:]:
             ref, add_ref = rounds[name]
             per_round[name] = [(o / a) / (f / b) for o, a, f, b in zip(op, add_op, ref, add_ref)]
         us = {k: statistics.median(v[0]) * 1e6 for k, v in rounds.items()}

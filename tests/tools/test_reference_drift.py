@@ -15,10 +15,13 @@ import reference_drift as drift  # noqa: E402
 def test_the_references_compute_what_they_claim():
     kernel = drift._kernel()
     x, r, z = (torch.randn(3, 100) for _ in range(3))
-    for reduce, want in ((False, x + r * z), (True, (x + r * z) * (x * x).sum(1, keepdim=True))):
-        y = torch.empty_like(x)
-        kernel[(3,)](x, r, z, y, 100, BLOCK=128, REDUCE=reduce, num_warps=4)
+    sumsq = (x * x).sum(1, keepdim=True)
+    for reduce, inplace, want in ((False, False, x + r * z), (True, False, (x + r * z) * sumsq),
+                                  (True, True, (x + r) * sumsq)):
+        y, res = torch.empty_like(x), r.clone()
+        kernel[(3,)](x, res, z, y, 100, BLOCK=128, REDUCE=reduce, INPLACE=inplace, num_warps=4)
         torch.testing.assert_close(y, want, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(res, x + r if inplace else r)  # the residual written in place, or left
 
 
 def test_each_process_is_recorded_and_summarized(tmp_path, capsys):
