@@ -350,6 +350,12 @@ def group_members(pgid: int) -> list[str]:
     return out
 
 
+def marked_with(mark: str, text: str) -> list | None:
+    """``marked(mark)`` once a process whose command holds ``text`` is among them; None before."""
+    got = marked(mark)
+    return got if any(text in cmd for *_, cmd in got) else None
+
+
 def wait_for(cond, timeout: float, what: str):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -428,7 +434,9 @@ def job_interrupt(sig: signal.Signals, commit: str):
                 # The second family's benchmark process has called the op (its straggler is
                 # there): asv, its forkserver, the benchmark and the straggler are running.
                 wait_for(lambda: len(pids()) > phase[0], 60, "the second family's straggler")
-                seen.extend(marked(mark))
+                # Its pid is written as it starts: wait until /proc shows it too (once, in a clean-clone
+                # CI run, the snapshot held everything but the straggler).
+                seen.extend(wait_for(lambda: marked_with(mark, "sleep 600"), 10, "the straggler in /proc"))
                 proc.send_signal(sig)
 
         c = s.c[commit]
