@@ -43,7 +43,7 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(1, str(ROOT / "tools" / "kernel"))
-from _sweep import json_path, write_json  # noqa: E402
+from _sweep import json_path, names, write_json  # noqa: E402
 
 REFERENCES = ["addcmul", "copy", "row", "row_inplace", "twin"]
 COPIES = 8
@@ -227,12 +227,9 @@ def main(argv=None) -> int:
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     try:
-        cases = [c.strip() for c in a.cases.split(",")]
+        cases = names(a.cases, "--cases")
         for c in cases:
             parse_case(c)
-        dup = sorted({c for c in cases if cases.count(c) > 1})
-        if dup:
-            raise ValueError(f"--cases: {dup} given more than once")
         for name in ("processes", "repeats"):
             if getattr(a, name) < 1:
                 raise ValueError(f"--{name} must be at least 1, got {getattr(a, name)}")
@@ -244,7 +241,7 @@ def main(argv=None) -> int:
     processes, status = [], 0
     old = {s: signal.signal(s, _stop) for s in (signal.SIGTERM, signal.SIGHUP)}
     try:
-        for k in range(a.processes):
+        for _ in range(a.processes):
             # A fresh process each: the state that moves the ratio is held per process (and drifts within one).
             processes.append(_child(a))
             if a.json:

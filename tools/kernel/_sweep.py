@@ -57,6 +57,15 @@ def sweep(label: str, candidates: list, run, check, floor, timer=None) -> list[d
     return rows
 
 
+def names(text: str, what: str) -> list[str]:
+    """The comma-separated entries of the ``what`` option, stripped; ValueError for one given twice."""
+    out = [v.strip() for v in text.split(",")]
+    dup = sorted({v for v in out if out.count(v) > 1})
+    if dup:
+        raise ValueError(f"{what}: {dup} given more than once")
+    return out
+
+
 def json_path(text: str) -> str:
     """argparse type of a ``--json`` FILE: checked before anything is measured."""
     path = pathlib.Path(text)

@@ -17,7 +17,7 @@ import argparse
 import statistics
 import sys
 
-from _sweep import json_path, write_json  # also puts the repository on sys.path
+from _sweep import json_path, names, write_json  # also puts the repository on sys.path
 from benchmarks import _cases as cases  # noqa: E402
 from benchmarks.add_rmsnorm import measure_plan  # noqa: E402
 
@@ -45,14 +45,6 @@ def line(r: dict) -> str:
     return f"| {r['op']} | {r['case']} | {r['impl']} | {r['us']:.4g} | {r['floor_us']:.4g} | {r['fraction']:.3g} |"
 
 
-def _names(text: str, what: str) -> list[str]:
-    names = [v.strip() for v in text.split(",")]
-    dup = sorted({v for v in names if names.count(v) > 1})
-    if dup:
-        raise ValueError(f"{what}: {dup} given more than once")
-    return names
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--op", choices=cases.OPS, default="inference")
@@ -62,7 +54,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json", type=json_path, help="also write the rows to this file")
     a = ap.parse_args(argv)
     try:
-        case_list, impls = _names(a.cases, "--cases"), _names(a.impls, "--impls")
+        case_list, impls = names(a.cases, "--cases"), names(a.impls, "--impls")
         for case in case_list:
             cases.parse(case)
         unknown = set(impls) - set(cases.IMPLS)
