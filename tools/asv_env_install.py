@@ -3,9 +3,11 @@
 Run by asv inside its virtualenv (asv.conf.json "install_command"). The GPU
 runners' torch is a CUDA build preinstalled in another environment, with no
 package registry to fetch it from, so the asv environment borrows it: a .pth
-file lists the host interpreter's site-packages (FUSEDKERNEL_HOST_SITE, set by
-tools/bench.py) after the environment's own. The project itself is pure
-Python and is installed with --no-deps.
+file adds the host interpreter's site-packages (FUSEDKERNEL_HOST_SITE, set by
+tools/bench.py) after the environment's own, as site directories, so that the
+host's own .pth files run too (quack's nvidia-cutlass-dsl puts its packages on
+the path through one). The project itself is pure Python and is installed
+with --no-deps.
 Usage: python tools/asv_env_install.py BUILD_DIR
 """
 
@@ -19,6 +21,6 @@ if not host_site:
     sys.exit("FUSEDKERNEL_HOST_SITE is not set: run asv through tools/bench.py")
 pth = os.path.join(sysconfig.get_paths()["purelib"], "fusedkernel_host_site.pth")
 with open(pth, "w") as f:
-    f.write("\n".join(host_site.split(os.pathsep)) + "\n")
+    f.writelines(f"import site; site.addsitedir({d!r})\n" for d in host_site.split(os.pathsep))
 subprocess.check_call([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
                        "--no-build-isolation", "--no-index", sys.argv[1]])
