@@ -19,7 +19,13 @@ as in the suite), ``--repeats`` times 3 interleaved rounds (the suite's
 * ``row_inplace``: ``row`` with the inference call's traffic: reads x and
   residual, writes the residual in place and y;
 * ``twin``: the op itself on inputs of its own: what the best reference
-  could cancel (the ratio of two identical calls).
+  could cancel (the ratio of two identical calls);
+* ``clone``: the op's kernel launched as the op launches it, but through a
+  second JIT function of the same source (the same binary, loaded apart):
+  does a state tied to the loaded kernel, not its code, move the op?
+* ``pinned``: the op at decode written plainly (one program per row, the
+  weight loaded first, the residual updated in place, rstd, y) at the op's
+  warps: a reference the suite could keep frozen while the op changes.
 
 Each repeat also records the SM clock from a spin of known cycles. It prints,
 per reference, the ratio's median per process and its spread (max / min - 1)
@@ -45,7 +51,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(1, str(ROOT / "tools" / "kernel"))
 from _sweep import json_path, names, write_json  # noqa: E402
 
-REFERENCES = ["addcmul", "copy", "row", "row_inplace", "twin"]
+REFERENCES = ["addcmul", "copy", "row", "row_inplace", "twin", "clone", "pinned"]
 COPIES = 8
 SPIN_CYCLES = 400_000
 MAX_HIDDEN = 1 << 20  # the references hold a row in one Triton block, of at most 2**20 elements
@@ -84,7 +90,19 @@ def _kernel():
             t = t * tl.sum(a * a, axis=0)
         tl.store(y + row * n + cols, t.to(y.dtype.element_ty), mask=m)
 
-    return reference
+    @triton.jit
+    def pinned(x, r, w, y, n, eps, BLOCK: tl.constexpr):
+        row = tl.program_id(0).to(tl.int64)
+        cols = tl.arange(0, BLOCK)
+        m = cols < n
+        wv = tl.load(w + cols, mask=m, other=0.0)
+        t = tl.load(x + row * n + cols, mask=m, other=0.0).to(tl.float32) + \
+            tl.load(r + row * n + cols, mask=m, other=0.0).to(tl.float32)
+        tl.store(r + row * n + cols, t.to(r.dtype.element_ty), mask=m)
+        rstd = tl.rsqrt(tl.sum(t * t, axis=0) / n + eps)
+        tl.store(y + row * n + cols, (t * rstd * wv.to(tl.float32)).to(y.dtype.element_ty), mask=m)
+
+    return reference, pinned
 
 
 def _sm_mhz() -> float | None:
@@ -123,13 +141,20 @@ def _measure_case(case: str, repeats: int) -> list[dict]:
     from fusedkernel.kernels import launch
     from fusedkernel.kernels.config import forward_config
 
-    kernel = _kernel()
+    from fusedkernel.kernels import forward
+
+    kernel, pinned = _kernel()
+    clone = triton.jit(do_not_specialize=["n_rows", "epoch"])(forward._rows_kernel.fn)
     index = torch.cuda.current_device() if DEVICE == "cuda" else -1
     tokens, hidden = parse_case(case)
     # The op's warps for this case, as its launch chooses them.
     splits = launch._max_splits(index)
-    warps = forward_config(hidden, 2, splits, launch._settings(index), tokens <= splits).num_warps
+    cfg = forward_config(hidden, 2, splits, launch._settings(index), tokens <= splits)
+    if cfg.path != "rows" or cfg.splits != 1:
+        raise ValueError(f"{case}: the op splits or loops its rows here; clone and pinned need whole-row programs")
+    warps = cfg.num_warps
     block = triton.next_power_of_2(hidden)
+    vec = launch._vector_width(2, hidden)
     fns = {k: [] for k in ["op", *REFERENCES]}
     def tensors():
         x, r, z, y = (torch.randn(tokens, hidden, device=DEVICE, dtype=torch.bfloat16) for _ in range(4))
@@ -145,6 +170,13 @@ def _measure_case(case: str, repeats: int) -> list[dict]:
                 x, r, z, y, hidden, BLOCK=block, REDUCE=reduce, INPLACE=inplace, num_warps=warps))
         x, r, _, _, w = tensors()
         fns["twin"].append(lambda x=x, r=r, w=w: add_rmsnorm(x, r, w, inplace_residual=True))
+        x, r, _, y, w = tensors()
+        fns["clone"].append(lambda x=x, r=r, w=w, y=y: clone[(-(-tokens // cfg.block_m),)](
+            x, r, w, y, r, None, None, tokens, hidden, hidden, hidden, hidden, hidden, 1e-6, 0, cfg.block_m,
+            cfg.block_n, 1, 1, cfg.weight_first, True, False, vec, num_warps=warps))
+        x, r, _, y, w = tensors()
+        fns["pinned"].append(lambda x=x, r=r, w=w, y=y: pinned[(tokens,)](x, r, w, y, hidden, 1e-6, BLOCK=block,
+                                                                          num_warps=warps))
     fns = {k: _rotating(v) for k, v in fns.items()}
     for fn in fns.values():
         warm_up(fn, 0.01 if INTERPRET else 0.2)

@@ -13,7 +13,7 @@ import reference_drift as drift  # noqa: E402
 
 
 def test_the_references_compute_what_they_claim():
-    kernel = drift._kernel()
+    kernel, pinned = drift._kernel()
     x, r, z = (torch.randn(3, 100) for _ in range(3))
     sumsq = (x * x).sum(1, keepdim=True)
     for reduce, inplace, want in ((False, False, x + r * z), (True, False, (x + r * z) * sumsq),
@@ -22,6 +22,11 @@ def test_the_references_compute_what_they_claim():
         kernel[(3,)](x, res, z, y, 100, BLOCK=128, REDUCE=reduce, INPLACE=inplace, num_warps=4)
         torch.testing.assert_close(y, want, rtol=1e-5, atol=1e-5)
         torch.testing.assert_close(res, x + r if inplace else r)  # the residual written in place, or left
+    w, y, res = torch.randn(100), torch.empty_like(x), r.clone()
+    pinned[(3,)](x, res, w, y, 100, 1e-6, BLOCK=128, num_warps=4)
+    t = x + r
+    torch.testing.assert_close(y, t * torch.rsqrt(t.pow(2).mean(1, keepdim=True) + 1e-6) * w, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(res, t)
 
 
 def test_each_process_is_recorded_and_summarized(tmp_path, capsys):
