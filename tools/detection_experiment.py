@@ -15,12 +15,13 @@ default ``docs/detection/<machine>/raw.json``):
 2. **Calibration.** One process measures the fused op's ratio to the floor
    with chains of ``DELAYS`` multiplies, interleaved in rounds; the chain for
    each target slowdown (``LEVELS``) is read off that curve.
-3. **Measurement.** Fresh processes, forked from one that imported torch
-   without touching CUDA (as asv's forkserver does), each measure the
-   flagged benchmarks (``track_ratio`` of the fused op, ``Forward`` and
-   ``Inference``, at both cases) with the suite's own code
-   (``benchmarks/add_rmsnorm.measure``), unchanged commits (A/A) and each
-   slowdown level interleaved.
+3. **Measurement.** Each commit's measurement is one fresh process per
+   class, forked from one that imported torch without touching CUDA (as
+   asv's forkserver does), measuring the flagged benchmarks (``track_ratio``
+   of the fused op, ``Forward`` and ``Inference``, at the cases of
+   ``--regimes``) with the suite's own code (``benchmarks/add_rmsnorm.measure``,
+   which forks its own decode processes and pools them, as in a real run);
+   unchanged commits (A/A) and each slowdown level interleaved.
 
 ``analyze`` turns the processes into histories and asks the tracker's own
 decision code about them: asv's step detection and ``detect_regressions`` as
@@ -106,21 +107,27 @@ def selection(cases: dict) -> str:
             + "|".join(cases.values()) + r")'\)$")
 
 
-def measure_once(delays: dict[int, int], cases: dict, tmp: pathlib.Path, classes=tuple(CLASSES)) -> dict:
-    """{class: {case: [op/floor ratio per round]}} of the fused op with ``delays`` injected (this process)."""
+def measure_once(delays: dict[int, int], cases: dict, tmp: pathlib.Path, cls: str) -> dict:
+    """{case: [op/floor ratio per round]} of ``cls``'s fused op with ``delays`` injected (this process).
+
+    Call it in a fresh child that has not initialized CUDA: the suite forks
+    its decode processes from it, and they inherit the injected kernel.
+    """
     os.environ["FUSEDKERNEL_BENCH_REGEX"] = json.dumps([selection(cases)])
     from benchmarks import add_rmsnorm as suite
 
     if any(delays.values()):
         install_variant(delays, tmp)
-    out = {}
-    for cls in classes:
-        data = suite.measure(getattr(suite, cls))
-        failed = {k: v for k, v in data.items() if k[0] == "failed"}
-        if failed:
-            raise RuntimeError(f"{cls}: {failed}")
-        out[cls] = {case: [o / f for o, f in zip(*data["fused", case])] for case in cases.values()}
-    return out
+    data = suite.measure(getattr(suite, cls))
+    failed = {k: v for k, v in data.items() if k[0] == "failed"}
+    if failed:
+        raise RuntimeError(f"{cls}: {failed}")
+    return {case: [o / f for o, f in zip(*data["fused", case])] for case in cases.values()}
+
+
+def measure_classes(delays: dict[int, int], cases: dict, tmp: pathlib.Path, classes) -> dict:
+    """{class: :func:`measure_once`}, each class in a child of its own (one commit's measurement)."""
+    return {cls: in_child(lambda cls=cls: measure_once(delays, cases, tmp, cls)) for cls in classes}
 
 
 def in_child(fn):
@@ -147,22 +154,16 @@ def in_child(fn):
 
 
 def calibrate(cases: dict, tmp: pathlib.Path, rounds: int) -> dict:
-    """{regime: [slowdown of the fused op's ratio per DELAYS entry]}, the chains interleaved in rounds."""
-    def run():
-        from fusedkernel.kernels import launch
-
-        base = launch._rows_kernel
-        ratios = {reg: {d: [] for d in DELAYS} for reg in cases}
-        for _ in range(rounds):
-            for d in DELAYS:
-                launch._rows_kernel = base
-                launch._compiled.clear()
-                got = measure_once({block_n(c): d for c in cases.values()}, cases, tmp, ["Inference"])
-                for reg, case in cases.items():
-                    ratios[reg][d].append(statistics.median(got["Inference"][case]))
-        return {reg: [statistics.median(ratios[reg][d]) / statistics.median(ratios[reg][0]) - 1 for d in DELAYS]
-                for reg in cases}
-    return in_child(run)
+    """{regime: [slowdown of the fused op's ratio per DELAYS entry]}, the chains interleaved in rounds
+    (each measurement in fresh children)."""
+    ratios = {reg: {d: [] for d in DELAYS} for reg in cases}
+    for _ in range(rounds):
+        for d in DELAYS:
+            got = measure_classes({block_n(c): d for c in cases.values()}, cases, tmp, ["Inference"])["Inference"]
+            for reg, case in cases.items():
+                ratios[reg][d].append(statistics.median(got[case]))
+    return {reg: [statistics.median(ratios[reg][d]) / statistics.median(ratios[reg][0]) - 1 for d in DELAYS]
+            for reg in cases}
 
 
 def chain_for(curve: list[float], target: float) -> int:
@@ -183,15 +184,21 @@ def cmd_measure(a) -> None:
     if mode == "interpreter" and not m.INTERPRET:
         raise SystemExit("no GPU here: run with TRITON_INTERPRET=1 (the interpreter's small cases)")
     raw_path = pathlib.Path(a.raw or ROOT / "docs" / "detection" / machine / "raw.json")
-    cases = experiment_cases(m.INTERPRET)
+    regimes = [r.strip() for r in a.regimes.split(",")] if a.regimes else ["decode", "prefill"]
+    cases = {r: c for r, c in experiment_cases(m.INTERPRET).items() if r in regimes}
+    if len(cases) != len(regimes):
+        fail(f"--regimes {a.regimes}: the regimes are decode and prefill")
     raw = json.loads(raw_path.read_text()) if raw_path.exists() else {}
+    if raw.get("cases") and set(raw["cases"]) != set(cases):
+        fail(f"{raw_path} measures {', '.join(raw['cases'])}: pass --regimes {','.join(raw['cases'])}, or another --raw")
     classes = a.classes.split(",")
     levels = [float(v) for v in a.levels.split(",")]
     with tempfile.TemporaryDirectory(prefix="fk-detect-") as tmp:
         tmp = pathlib.Path(tmp)
         if "delays" not in raw and a.seed:
             seed = json.loads(pathlib.Path(a.seed).read_text())  # another run's calibration
-            raw = {k: seed[k] for k in ("machine", "cases", "calibration", "delays")}
+            raw = {k: seed[k] for k in ("machine", "calibration", "delays")}
+            raw["cases"] = {r: c for r, c in seed["cases"].items() if r in cases}
             raw.update(classes=classes, processes=[], calibrated_in=str(a.seed))
         elif "delays" not in raw:
             curve = calibrate(cases, tmp, a.calibration_rounds)
@@ -214,7 +221,7 @@ def cmd_measure(a) -> None:
         gpu_uuid = provenance.gpu_facts(gpu).get("uuid") if gpu else None
         for k, level in enumerate(schedule[done:], done + 1):
             delays = {int(b): d for b, d in raw["delays"].get(str(level), {}).items()}
-            got = in_child(lambda: measure_once(delays, raw["cases"], tmp, tuple(raw["classes"])))
+            got = measure_classes(delays, raw["cases"], tmp, raw["classes"])
             raw["processes"].append({"level": level, "delays": delays, "ratios": got, "gpu_uuid": gpu_uuid,
                                      "at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")})
             save(raw_path, raw)
@@ -536,6 +543,7 @@ def main() -> None:
     m.add_argument("--per-level", type=int, default=10, help="processes per slowdown level")
     m.add_argument("--levels", default=",".join(map(str, LEVELS)), help="slowdown levels to measure")
     m.add_argument("--classes", default=",".join(CLASSES))
+    m.add_argument("--regimes", help="only these regimes (decode, prefill) in a new raw file")
     m.add_argument("--seed", help="take the calibration (chains per level) from this earlier raw file")
     m.add_argument("--calibration-rounds", type=int, default=3)
     n = sub.add_parser("analyze", help="the curve from the raw measurements")

@@ -1,6 +1,7 @@
 """tools/detection_experiment.py: the injected slowdown, its calibration, and the analysis on known pools."""
 
 import json
+import os
 import pathlib
 import random
 import subprocess
@@ -83,14 +84,39 @@ def test_publish_flags_name_the_slow_commit():
     (["analyze", "--raw", "RAW", "--trials", "0"], "must be an integer >= 1"),
     (["history", "--raw", "RAW", "--levels", "x", "--out", "OUT"], "levels are fractions"),
     (["analyze", "--raw", "EMPTY"], "no unchanged (A/A) process"),
+    (["measure", "--raw", "RAW", "--regimes", "decode"], "pass --regimes decode,prefill"),
+    (["measure", "--raw", "NEW", "--regimes", "decode,nosuch"], "the regimes are decode and prefill"),
 ])
 def test_bad_arguments_are_one_line_and_leave_the_curve_alone(args, message, tmp_path):
     raw = tmp_path / "raw.json"
     raw.write_text(json.dumps(synthetic()))
     empty = tmp_path / "empty.json"
     empty.write_text(json.dumps({**synthetic(), "processes": []}))
-    args = [{"RAW": str(raw), "EMPTY": str(empty), "OUT": str(tmp_path / "out")}.get(a, a) for a in args]
+    args = [{"RAW": str(raw), "EMPTY": str(empty), "OUT": str(tmp_path / "out"),
+             "NEW": str(tmp_path / "new.json")}.get(a, a) for a in args]
     out = subprocess.run([sys.executable, str(ROOT / "tools" / "detection_experiment.py"), *args],
-                         capture_output=True, text=True)
+                         capture_output=True, text=True, env={**os.environ, "TRITON_INTERPRET": "1"})
     assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr
     assert not (tmp_path / "curve.json").exists()
+
+
+def test_each_commit_measures_each_class_in_a_fresh_child_and_the_suite_pools_the_injected_kernel(monkeypatch,
+                                                                                                   tmp_path):
+    from benchmarks import add_rmsnorm as suite
+    from fusedkernel.kernels import launch
+
+    def fake(op, plan, rounds):
+        # Stands in for the timing: 2.0 where the injected kernel launches, in whichever process measures.
+        injected = launch._rows_kernel.fn.__module__.startswith("fk_forward_")
+        return {("fused", case): ([2.0 if injected else 1.0] * rounds, [1.0] * rounds) for case in plan}
+
+    monkeypatch.setattr(suite, "_measure_here", fake)
+    cases = d.experiment_cases(True)
+    slow = d.measure_classes({d.block_n(c): 3 for c in cases.values()}, cases, tmp_path, ["Forward", "Inference"])
+    same = d.measure_classes({}, cases, tmp_path, ["Inference"])
+    assert set(slow) == {"Forward", "Inference"}
+    # Rounds from the suite's pooled processes (decode) and from the class's child: all injected.
+    assert len(slow["Inference"][cases["decode"]]) == suite.DECODE_PROCESSES * -(-suite.ROUNDS // suite.DECODE_PROCESSES)
+    assert {v for c in slow.values() for r in c.values() for v in r} == {2.0}
+    assert {v for r in same["Inference"].values() for v in r} == {1.0}
+    assert launch._rows_kernel.fn.__module__ == "fusedkernel.kernels.forward"  # this process untouched
