@@ -100,7 +100,8 @@ def _measure_here(op: str, plan: dict, rounds: int) -> dict:
     out, first = {}, True
     for case, impls in plan.items():
         try:
-            torch._dynamo.reset()  # one graph per case: stay under dynamo's recompile limit
+            if "compiled" in impls:  # (importing torch._dynamo costs a pooled process seconds)
+                torch._dynamo.reset()  # one graph per case: stay under dynamo's recompile limit
             fns = {}
             for impl in impls:
                 try:
