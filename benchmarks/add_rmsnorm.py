@@ -39,14 +39,9 @@ from ._measure import (DECODE_MAX_TOKENS, INTERPRET, METHODS, ROUNDS, TIMERS, in
 
 # The method goes into every benchmark's version, which asv stores with each
 # result; a new method is a new version, so a history never mixes two.
-VERSION = "7"
-# Fresh processes whose rounds are pooled for the fused op at decode (_pooled).
-DECODE_PROCESSES = 3
-POOLED_TIMEOUT_S = 1200
+VERSION = "6"
 MODE_METHODS = (["interpreter-wall"] if INTERPRET else ["cuda-graph", "l2-flushed"])
-METHOD_NOTE = (f"{ROUNDS} rounds beside the floor (the fused op at <= {DECODE_MAX_TOKENS} tokens: "
-               f"{DECODE_PROCESSES} fresh processes x {-(-ROUNDS // DECODE_PROCESSES)} rounds); "
-               + ("" if INTERPRET else f"<= {DECODE_MAX_TOKENS} tokens: ")
+METHOD_NOTE = (f"{ROUNDS} rounds beside the floor; " + ("" if INTERPRET else f"<= {DECODE_MAX_TOKENS} tokens: ")
                + "; else: ".join(f"{m} ({METHODS[m]})" for m in MODE_METHODS))
 WARMUP_S = 0.2
 
@@ -75,33 +70,17 @@ def measure(cls) -> dict:
 
 
 def measure_plan(op: str, plan: dict, rounds: int = ROUNDS) -> dict:
-    """:func:`measure` of ``op`` for ``plan`` = {case: [impl, ...]}, any cases (the grid's or not).
-
-    The fused op at decode (<= DECODE_MAX_TOKENS tokens) is measured in
-    ``DECODE_PROCESSES`` fresh processes, its rounds pooled (:func:`_pooled`);
-    everything else in this one. RuntimeError if this process has already
-    initialized CUDA (the pooled processes are forked from it).
-    """
+    """:func:`measure` of ``op`` for ``plan`` = {case: [impl, ...]}, any cases (the grid's or not)."""
     from ._cases import prewarm
 
     workers = min(12, (os.cpu_count() or 1) - 1)
     compiled = [(op, "compiled", case) for case, impls in plan.items() if "compiled" in impls]
     if compiled and workers >= 2:
         prewarm(compiled, workers)
-    pooled = [case for case, impls in plan.items() if "fused" in impls and cases.parse(case)[1] <= DECODE_MAX_TOKENS]
-    out = _pooled(op, pooled, rounds) if pooled else {}
-    here = {case: [i for i in impls if i != "fused" or case not in pooled] for case, impls in plan.items()}
-    out.update(_measure_here(op, {case: impls for case, impls in here.items() if impls}, rounds))
-    return out
-
-
-def _measure_here(op: str, plan: dict, rounds: int) -> dict:
-    """:func:`measure_plan` of ``plan`` in this process."""
     out, first = {}, True
     for case, impls in plan.items():
         try:
-            if "compiled" in impls:  # (importing torch._dynamo costs a pooled process seconds)
-                torch._dynamo.reset()  # one graph per case: stay under dynamo's recompile limit
+            torch._dynamo.reset()  # one graph per case: stay under dynamo's recompile limit
             fns = {}
             for impl in impls:
                 try:
@@ -122,60 +101,6 @@ def _measure_here(op: str, plan: dict, rounds: int) -> dict:
         finally:
             cases.inputs.cache_clear()  # free this case's tensors before the next
     return out
-
-
-def _pooled(op: str, pooled: list, rounds: int) -> dict:
-    """The fused op at ``pooled`` cases, ceil(rounds / DECODE_PROCESSES) rounds in each of
-    DECODE_PROCESSES forked processes, one after another, their rounds concatenated.
-
-    Why: a decode call's device time depends on where its kernel's code was
-    loaded, once per process (the same binary loaded twice in one process
-    differed by up to 6% at 1x2048 on the H200, docs/performance.md), and no
-    reference kernel moves with it; averaging processes does. A case failing
-    in any process fails (a partial pool would be another method).
-    """
-    import multiprocessing
-
-    if not INTERPRET and torch.cuda.is_initialized():
-        raise RuntimeError("measure_plan: this process has initialized CUDA already; the fused op's decode "
-                           "cases are measured in processes forked from it, which could not use CUDA")
-    per = -(-rounds // DECODE_PROCESSES)
-    ctx = multiprocessing.get_context("fork")  # inherits this process's fusedkernel, patched or not
-    out: dict = {}
-    for k in range(DECODE_PROCESSES):
-        recv, send = ctx.Pipe(duplex=False)
-        child = ctx.Process(target=_pooled_child, args=(op, pooled, per, send), daemon=True)
-        child.start()
-        send.close()
-        try:
-            got = recv.recv() if recv.poll(POOLED_TIMEOUT_S) else None
-        except EOFError:
-            got = None
-        finally:
-            child.join(5)
-            if child.is_alive():  # stopped or stuck: it must not go on loading the GPU
-                child.kill()
-                child.join()
-        if got is None:
-            got = {("failed", case): f"process {k + 1} of {DECODE_PROCESSES} died (exit code {child.exitcode})"
-                   for case in pooled}
-        for key, value in got.items():
-            if key[0] == "fused":
-                op_s, floor_s = out.setdefault(key, ([], []))
-                op_s += value[0]
-                floor_s += value[1]
-            elif key not in out:
-                out[key] = value if key[0] == "skipped" else f"process {k + 1} of {DECODE_PROCESSES}: {value}"
-    for key in [key for key in out if key[0] != "fused"]:
-        out.pop(("fused", key[-1]), None)
-    return out
-
-
-def _pooled_child(op: str, pooled: list, rounds: int, send) -> None:
-    try:
-        send.send(_measure_here(op, {case: ["fused"] for case in pooled}, rounds))
-    finally:
-        send.close()
 
 
 def _samples(values: list) -> dict:

@@ -19,8 +19,7 @@ default ``docs/detection/<machine>/raw.json``):
    class, forked from one that imported torch without touching CUDA (as
    asv's forkserver does), measuring the flagged benchmarks (``track_ratio``
    of the fused op, ``Forward`` and ``Inference``, at the cases of
-   ``--regimes``) with the suite's own code (``benchmarks/add_rmsnorm.measure``,
-   which forks its own decode processes and pools them, as in a real run);
+   ``--regimes``) with the suite's own code (``benchmarks/add_rmsnorm.measure``);
    unchanged commits (A/A) and each slowdown level interleaved.
 
 ``analyze`` turns the processes into histories and asks the tracker's own
@@ -108,11 +107,7 @@ def selection(cases: dict) -> str:
 
 
 def measure_once(delays: dict[int, int], cases: dict, tmp: pathlib.Path, cls: str) -> dict:
-    """{case: [op/floor ratio per round]} of ``cls``'s fused op with ``delays`` injected (this process).
-
-    Call it in a fresh child that has not initialized CUDA: the suite forks
-    its decode processes from it, and they inherit the injected kernel.
-    """
+    """{case: [op/floor ratio per round]} of ``cls``'s fused op with ``delays`` injected (this process)."""
     os.environ["FUSEDKERNEL_BENCH_REGEX"] = json.dumps([selection(cases)])
     from benchmarks import add_rmsnorm as suite
 
@@ -126,7 +121,8 @@ def measure_once(delays: dict[int, int], cases: dict, tmp: pathlib.Path, cls: st
 
 
 def measure_classes(delays: dict[int, int], cases: dict, tmp: pathlib.Path, classes) -> dict:
-    """{class: :func:`measure_once`}, each class in a child of its own (one commit's measurement)."""
+    """{class: :func:`measure_once`}, each class in a fresh child of its own (one commit's measurement),
+    as asv measures each class's setup_cache in a process of its own."""
     return {cls: in_child(lambda cls=cls: measure_once(delays, cases, tmp, cls)) for cls in classes}
 
 

@@ -1,7 +1,6 @@
 """benchmarks/add_rmsnorm.py: what one class's measurement holds and what its benchmarks return."""
 
 import json
-import os
 import re
 
 import pytest
@@ -64,12 +63,10 @@ def test_measure_returns_rounds_per_implementation_and_records_a_failing_case(mo
     monkeypatch.setattr(suite, "warm_up", lambda fn, seconds: None)
     data = suite.measure(suite.Forward)
     assert set(data) == {("fused", "bf16 1x64"), ("eager", "bf16 1x64"), ("failed", "fp32 8x1000"),
-                         ("skipped", "liger", "bf16 1x64"), ("skipped", "liger", "fp32 8x1000")}
+                         ("skipped", "liger", "bf16 1x64")}
     op_s, floor_s = data["fused", "bf16 1x64"]
     from benchmarks._measure import ROUNDS
-    pooled = suite.DECODE_PROCESSES * -(-ROUNDS // suite.DECODE_PROCESSES)  # decode: rounds of each process
-    assert len(op_s) == len(floor_s) == pooled and min(op_s + floor_s) > 0
-    assert len(data["eager", "bf16 1x64"][0]) == ROUNDS
+    assert len(op_s) == len(floor_s) == ROUNDS and min(op_s + floor_s) > 0
     assert "RuntimeError: planted" in data["failed", "fp32 8x1000"]
 
     bench = suite.Forward()
@@ -92,64 +89,3 @@ def test_a_case_no_implementation_runs_is_skipped_not_failed(monkeypatch):
     data = suite.measure_plan("forward", {"bf16 1x64": ["fused", "eager"]})
     assert data == {("skipped", "fused", "bf16 1x64"): "fused needs a GPU",
                     ("skipped", "eager", "bf16 1x64"): "eager needs a GPU"}
-
-
-def _pid_rounds(fns, floor, timer, rounds):
-    # Stands in for the timer: every "time" is the measuring process's pid.
-    return {name: ([os.getpid()] * rounds, [1.0] * rounds) for name in fns}
-
-
-def test_the_fused_op_at_decode_is_pooled_over_fresh_processes_and_the_rest_measured_here(monkeypatch):
-    monkeypatch.setattr(suite, "interleaved_rounds", _pid_rounds)
-    monkeypatch.setattr(suite, "warm_up", lambda fn, seconds: None)
-    data = suite.measure_plan("forward", {"bf16 1x64": ["fused", "eager"], "fp32 1024x64": ["fused"]}, rounds=4)
-    pids = data["fused", "bf16 1x64"][0]
-    per = -(-4 // suite.DECODE_PROCESSES)
-    assert len(pids) == suite.DECODE_PROCESSES * per
-    assert len(set(pids)) == suite.DECODE_PROCESSES and os.getpid() not in pids  # one pid per process, per rounds
-    assert [pids.count(p) for p in dict.fromkeys(pids)] == [per] * suite.DECODE_PROCESSES
-    assert data["eager", "bf16 1x64"][0] == [os.getpid()] * 4  # peers: this process, all rounds
-    assert data["fused", "fp32 1024x64"][0] == [os.getpid()] * 4  # prefill: this process
-
-
-def test_a_pooled_process_that_dies_fails_its_cases_and_costs_nothing_else(monkeypatch):
-    parent = os.getpid()
-    real = cases.runner
-
-    def runner(op, impl, case):
-        if os.getpid() != parent and case == "bf16 1x64":
-            os._exit(3)  # a crash the child cannot report
-        return real(op, impl, case)
-
-    monkeypatch.setattr(cases, "runner", runner)
-    monkeypatch.setattr(suite, "interleaved_rounds", _pid_rounds)
-    monkeypatch.setattr(suite, "warm_up", lambda fn, seconds: None)
-    data = suite.measure_plan("forward", {"bf16 1x64": ["fused", "eager"], "bf16 2x64": ["fused"]}, rounds=3)
-    assert "died (exit code 3)" in data["failed", "bf16 1x64"] and ("fused", "bf16 1x64") not in data
-    assert data["eager", "bf16 1x64"][0] == [parent] * 3  # measured here all the same
-    assert ("failed", "bf16 2x64") in data  # in the dead process too: no partial pool
-
-
-def test_a_case_failing_in_one_pooled_process_keeps_no_partial_pool(monkeypatch, tmp_path):
-    first = tmp_path / "first process ran"
-    real = cases.runner
-
-    def runner(op, impl, case):
-        if first.exists():
-            raise RuntimeError("planted in a later process")
-        first.touch()
-        return real(op, impl, case)
-
-    monkeypatch.setattr(cases, "runner", runner)
-    monkeypatch.setattr(suite, "interleaved_rounds", _pid_rounds)
-    monkeypatch.setattr(suite, "warm_up", lambda fn, seconds: None)
-    data = suite.measure_plan("forward", {"bf16 1x64": ["fused"]}, rounds=3)
-    assert ("fused", "bf16 1x64") not in data
-    assert data["failed", "bf16 1x64"].startswith("process 2 of ")
-
-
-def test_pooling_refuses_a_process_that_has_initialized_cuda(monkeypatch):
-    monkeypatch.setattr(suite, "INTERPRET", False)
-    monkeypatch.setattr(suite.torch.cuda, "is_initialized", lambda: True)
-    with pytest.raises(RuntimeError, match="initialized CUDA already"):
-        suite.measure_plan("forward", {"bf16 1x64": ["fused"]})

@@ -100,23 +100,24 @@ def test_bad_arguments_are_one_line_and_leave_the_curve_alone(args, message, tmp
     assert not (tmp_path / "curve.json").exists()
 
 
-def test_each_commit_measures_each_class_in_a_fresh_child_and_the_suite_pools_the_injected_kernel(monkeypatch,
-                                                                                                   tmp_path):
+def test_each_commit_measures_each_class_in_a_fresh_child_with_the_injected_kernel(monkeypatch, tmp_path):
     from benchmarks import add_rmsnorm as suite
     from fusedkernel.kernels import launch
 
-    def fake(op, plan, rounds):
-        # Stands in for the timing: 2.0 where the injected kernel launches, in whichever process measures.
+    def fake(op, plan, rounds=suite.ROUNDS):
+        # Stands in for the timing: 2.0 where the injected kernel launches; the pid of the measuring process.
         injected = launch._rows_kernel.fn.__module__.startswith("fk_forward_")
-        return {("fused", case): ([2.0 if injected else 1.0] * rounds, [1.0] * rounds) for case in plan}
+        return {("fused", case): ([2.0 if injected else 1.0] * rounds, [1.0] * rounds) for case in plan} | \
+            {("pid",): os.getpid()}
 
-    monkeypatch.setattr(suite, "_measure_here", fake)
+    monkeypatch.setattr(suite, "measure_plan", fake)
+    monkeypatch.setattr(d, "measure_once", lambda delays, cases, tmp, cls, real=d.measure_once: (
+        real(delays, cases, tmp, cls) | {"pid": os.getpid()}))
     cases = d.experiment_cases(True)
     slow = d.measure_classes({d.block_n(c): 3 for c in cases.values()}, cases, tmp_path, ["Forward", "Inference"])
     same = d.measure_classes({}, cases, tmp_path, ["Inference"])
-    assert set(slow) == {"Forward", "Inference"}
-    # Rounds from the suite's pooled processes (decode) and from the class's child: all injected.
-    assert len(slow["Inference"][cases["decode"]]) == suite.DECODE_PROCESSES * -(-suite.ROUNDS // suite.DECODE_PROCESSES)
+    pids = [slow["Forward"].pop("pid"), slow["Inference"].pop("pid"), same["Inference"].pop("pid")]
+    assert len(set(pids)) == 3 and os.getpid() not in pids  # a fresh child per class and commit
     assert {v for c in slow.values() for r in c.values() for v in r} == {2.0}
     assert {v for r in same["Inference"].values() for v in r} == {1.0}
     assert launch._rows_kernel.fn.__module__ == "fusedkernel.kernels.forward"  # this process untouched
