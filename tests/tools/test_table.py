@@ -28,6 +28,17 @@ def test_the_real_model_grid_run_gives_every_op_table():
     assert float(cells[5]) > 0 and cells[6] == "–"  # Liger measured; quack was not installed in that run
 
 
+def test_the_whole_suite_run_fills_every_table_and_performance_md_shows_it_as_generated():
+    out = table("11b6138a")
+    assert out.returncode == 0, out.stderr
+    for op in ("forward", "forward+residual", "inference", "forward+backward"):
+        assert f"### {op}\n" in out.stdout
+    assert "### host time per synchronized decode call" in out.stdout
+    row = next(line for line in out.stdout.split("### inference")[1].splitlines() if line.startswith("| bf16 8192x5120"))
+    assert [c.strip() for c in row.strip("|").split("|")][6] != "–"  # quack measured in that run
+    assert out.stdout.strip() in (ROOT / "docs" / "performance.md").read_text()
+
+
 def test_results_of_an_older_suite_version_are_left_out():
     # 274b2b6 holds the previous suite (Throughput, *.time_device), not this suite's benchmarks.
     out = table("274b2b6")
