@@ -19,8 +19,14 @@ import sysconfig
 host_site = os.environ.get("FUSEDKERNEL_HOST_SITE")
 if not host_site:
     sys.exit("FUSEDKERNEL_HOST_SITE is not set: run asv through tools/bench.py")
+# Absolute and existing folders only: an empty or relative entry would add
+# whatever folder a later interpreter starts in (and run its .pth files).
+dirs = [os.path.abspath(d) for d in host_site.split(os.pathsep) if d]
+missing = [d for d in dirs if not os.path.isdir(d)]
+if missing or not dirs:
+    sys.exit(f"FUSEDKERNEL_HOST_SITE={host_site!r}: no such folder {', '.join(missing) or '(none given)'}")
 pth = os.path.join(sysconfig.get_paths()["purelib"], "fusedkernel_host_site.pth")
 with open(pth, "w") as f:
-    f.writelines(f"import site; site.addsitedir({d!r})\n" for d in host_site.split(os.pathsep))
+    f.writelines(f"import site; site.addsitedir({d!r})\n" for d in dirs)
 subprocess.check_call([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
                        "--no-build-isolation", "--no-index", sys.argv[1]])

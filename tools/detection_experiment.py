@@ -45,6 +45,7 @@ import os
 import pathlib
 import random
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -127,26 +128,65 @@ def measure_classes(delays: dict[int, int], cases: dict, tmp: pathlib.Path, clas
 
 
 def in_child(fn):
-    """Run ``fn()`` in a forked child (fresh CUDA context, like asv's forkserver); its JSON-able result."""
+    """Run ``fn()`` in a forked child (fresh CUDA context, like asv's forkserver); its JSON-able result.
+
+    Stopped (Ctrl-C, or SIGTERM under :func:`cmd_measure`), it kills the child first.
+    """
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
-        os.close(r)
         try:
-            payload = json.dumps({"ok": fn()})
-        except BaseException as e:  # noqa: BLE001 - reported to the parent
-            payload = json.dumps({"error": f"{type(e).__name__}: {e}"})
-        with os.fdopen(w, "w") as f:
-            f.write(payload)
-        os._exit(0)
+            os.close(r)
+            try:
+                payload = json.dumps({"ok": fn()})
+            except BaseException as e:  # noqa: BLE001 - reported to the parent
+                payload = json.dumps({"error": f"{type(e).__name__}: {e}"})
+            with os.fdopen(w, "w") as f:
+                f.write(payload)
+        finally:
+            os._exit(0)  # never back into the parent's code, whatever happened (a closed pipe included)
     os.close(w)
-    with os.fdopen(r) as f:
-        text = f.read()
-    os.waitpid(pid, 0)
+    try:
+        with os.fdopen(r) as f:
+            text = f.read()
+    except BaseException:
+        os.kill(pid, signal.SIGKILL)  # a stopped experiment must not leave a child loading the GPU
+        raise
+    finally:
+        os.waitpid(pid, 0)
     out = json.loads(text or '{"error": "the child died"}')
     if "error" in out:
         raise RuntimeError(out["error"])
     return out["ok"]
+
+
+class Stopped(Exception):
+    """SIGTERM or SIGHUP during ``measure``."""
+
+
+def _stop(signum, _frame):
+    raise Stopped(signal.Signals(signum).name)
+
+
+def read_json(path: pathlib.Path, what: str) -> dict:
+    """A JSON object from ``path``; a one-line usage error naming ``what`` otherwise."""
+    try:
+        out = json.loads(path.read_text())
+    except (OSError, ValueError, UnicodeDecodeError) as e:
+        fail(f"{what} {path}: not readable JSON ({type(e).__name__}: {e})")
+    if not isinstance(out, dict):
+        fail(f"{what} {path}: not a raw file of this experiment (a JSON object)")
+    return out
+
+
+def comma_list(text: str, name: str, allowed: list) -> list:
+    """The names of a comma-separated option, each in ``allowed`` and none twice; a usage error otherwise."""
+    out = [v.strip() for v in text.split(",")]
+    if any(v not in allowed for v in out):
+        fail(f"--{name} {text}: each one of {', '.join(allowed)}")
+    if len(set(out)) != len(out):
+        fail(f"--{name} {text}: a name given twice")
+    return out
 
 
 def calibrate(cases: dict, tmp: pathlib.Path, rounds: int) -> dict:
@@ -180,23 +220,39 @@ def cmd_measure(a) -> None:
     if mode == "interpreter" and not m.INTERPRET:
         raise SystemExit("no GPU here: run with TRITON_INTERPRET=1 (the interpreter's small cases)")
     raw_path = pathlib.Path(a.raw or ROOT / "docs" / "detection" / machine / "raw.json")
-    regimes = [r.strip() for r in a.regimes.split(",")] if a.regimes else ["decode", "prefill"]
+    regimes = comma_list(a.regimes, "regimes", ["decode", "prefill"]) if a.regimes else ["decode", "prefill"]
     cases = {r: c for r, c in experiment_cases(m.INTERPRET).items() if r in regimes}
-    if len(cases) != len(regimes):
-        fail(f"--regimes {a.regimes}: the regimes are decode and prefill")
-    raw = json.loads(raw_path.read_text()) if raw_path.exists() else {}
-    if raw.get("cases") and set(raw["cases"]) != set(cases):
-        fail(f"{raw_path} measures {', '.join(raw['cases'])}: pass --regimes {','.join(raw['cases'])}, or another --raw")
-    classes = a.classes.split(",")
-    levels = [float(v) for v in a.levels.split(",")]
+    classes = comma_list(a.classes, "classes", CLASSES)
+    if raw_path.is_dir() or not raw_path.parent.is_dir() or not os.access(raw_path.parent, os.W_OK):
+        fail(f"--raw {raw_path}: not a file in a writable folder")
+    raw = read_json(raw_path, "--raw") if raw_path.exists() else {}
+    if raw:
+        if not all(isinstance(raw.get(k), t) for k, t in (("cases", dict), ("classes", list), ("delays", dict),
+                                                           ("processes", list))):
+            fail(f"--raw {raw_path}: not a raw file of this experiment (cases, classes, delays, processes)")
+        for name, have, want in (("regimes", raw["cases"], cases), ("classes", raw["classes"], classes)):
+            if set(have) != set(want):
+                fail(f"--raw {raw_path} measures {name} {','.join(have)}: pass --{name} {','.join(have)}, "
+                     "or another --raw")
+    known = raw.get("delays") or {}
     with tempfile.TemporaryDirectory(prefix="fk-detect-") as tmp:
         tmp = pathlib.Path(tmp)
-        if "delays" not in raw and a.seed:
-            seed = json.loads(pathlib.Path(a.seed).read_text())  # another run's calibration
+        if not raw and a.seed:
+            seed = read_json(pathlib.Path(a.seed), "--seed")  # another run's calibration
+            if not all(isinstance(seed.get(k), dict) for k in ("cases", "calibration", "delays")):
+                fail(f"--seed {a.seed}: not a raw file of this experiment (cases, calibration, delays)")
+            if not set(cases) <= set(seed["cases"]):
+                fail(f"--seed {a.seed} has a calibration for {', '.join(seed['cases'])} only")
             raw = {k: seed[k] for k in ("machine", "calibration", "delays")}
-            raw["cases"] = {r: c for r, c in seed["cases"].items() if r in cases}
-            raw.update(classes=classes, processes=[], calibrated_in=str(a.seed))
-        elif "delays" not in raw:
+            raw.update(cases=cases, classes=classes, processes=[], calibrated_in=str(a.seed))
+            known = raw["delays"]
+        elif not raw:
+            known = {str(lv): None for lv in LEVELS}
+        missing = [lv for lv in a.levels if lv and str(lv) not in known]
+        if missing:
+            fail(f"--levels: no calibrated chain for {', '.join(map(str, missing))} "
+                 f"(calibrated: {', '.join(k for k in known)})")
+        if not raw:
             curve = calibrate(cases, tmp, a.calibration_rounds)
             print("calibration (slowdown per chain length):", {r: [f"{s:+.3f}" for s in c] for r, c in curve.items()})
             raw = {"machine": machine, "cases": cases, "classes": classes, "calibration": {"delays": DELAYS, **curve},
@@ -208,7 +264,7 @@ def cmd_measure(a) -> None:
         save(raw_path, raw)
         schedule = []
         for _ in range(a.per_level):
-            for level in levels:
+            for level in a.levels:
                 schedule += [0.0, level]
         schedule += [0.0] * max(0, a.aa - schedule.count(0.0))
         done = len(raw["processes"])
@@ -537,7 +593,7 @@ def main() -> None:
     m.add_argument("--raw", help="raw measurements (default docs/detection/<machine>/raw.json)")
     m.add_argument("--aa", type=int, default=30, help="unchanged (A/A) processes, at least")
     m.add_argument("--per-level", type=int, default=10, help="processes per slowdown level")
-    m.add_argument("--levels", default=",".join(map(str, LEVELS)), help="slowdown levels to measure")
+    m.add_argument("--levels", type=levels_arg, default=LEVELS, help="slowdown levels to measure (calibrated ones)")
     m.add_argument("--classes", default=",".join(CLASSES))
     m.add_argument("--regimes", help="only these regimes (decode, prefill) in a new raw file")
     m.add_argument("--seed", help="take the calibration (chains per level) from this earlier raw file")
@@ -553,7 +609,20 @@ def main() -> None:
                    help="e.g. 0.1,0.1,0.1: GOOD's child slower, two commits after")
     h.add_argument("--out", required=True)
     a = ap.parse_args()
-    {"measure": cmd_measure, "analyze": cmd_analyze, "history": cmd_history}[a.cmd](a)
+    if a.cmd != "measure":
+        {"analyze": cmd_analyze, "history": cmd_history}[a.cmd](a)
+        return
+    # Stopped, measure keeps every finished commit in --raw (saved after each) and kills its child.
+    old = {s: signal.signal(s, _stop) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        cmd_measure(a)
+    except (KeyboardInterrupt, Stopped) as e:
+        print(f"detection_experiment.py: stopped by {e if isinstance(e, Stopped) else 'Ctrl-C'}; "
+              "the finished commits are in --raw", file=sys.stderr)
+        sys.exit(130)
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
 
 
 if __name__ == "__main__":

@@ -29,12 +29,24 @@ def test_the_environment_runs_the_host_site_pth_files_and_installs_the_project(t
     env = tmp_path / "env"
     subprocess.run([sys.executable, "-m", "venv", str(env)], check=True)
     python = env / "bin" / "python"
-    run_env = {**os.environ, "FUSEDKERNEL_HOST_SITE": str(host), "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
-    subprocess.run([str(python), str(ROOT / "tools" / "asv_env_install.py"), str(toy)], check=True, env=run_env,
-                   capture_output=True)
-    out = subprocess.run([str(python), "-c", "import host_module, dsl_module, toy_project; print('ok')"],
-                         capture_output=True, text=True)
-    assert out.stdout.strip() == "ok", out.stderr
+    # An empty entry is dropped: it would put each later interpreter's own folder on the path.
+    run_env = {**os.environ, "FUSEDKERNEL_HOST_SITE": os.pathsep + str(host), "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    install = subprocess.run([str(python), str(ROOT / "tools" / "asv_env_install.py"), str(toy)], env=run_env,
+                             capture_output=True, text=True)
+    assert install.returncode == 0, install.stderr
+    (tmp_path / "planted.pth").write_text("import sys; sys.exit('a .pth file of the current folder ran')\n")
+    # Run from a folder holding a .pth file: it must not run. The host's folder comes after the environment's own.
+    code = ("import site, sys, host_module, dsl_module, toy_project; "
+            f"print(sys.path.index(site.getsitepackages()[0]) < sys.path.index({str(host)!r}))")
+    out = subprocess.run([str(python), "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    assert out.returncode == 0 and out.stdout.strip() == "True", out.stderr
+
+
+def test_a_missing_host_folder_is_refused_at_install(tmp_path):
+    env = {**os.environ, "FUSEDKERNEL_HOST_SITE": str(tmp_path / "nowhere")}
+    out = subprocess.run([sys.executable, str(ROOT / "tools" / "asv_env_install.py"), str(tmp_path)],
+                         capture_output=True, text=True, env=env)
+    assert out.returncode == 1 and "no such folder" in out.stderr and "nowhere" in out.stderr
 
 
 def test_without_the_host_site_it_says_how_to_run_it(tmp_path):

@@ -85,19 +85,32 @@ def test_publish_flags_name_the_slow_commit():
     (["history", "--raw", "RAW", "--levels", "x", "--out", "OUT"], "levels are fractions"),
     (["analyze", "--raw", "EMPTY"], "no unchanged (A/A) process"),
     (["measure", "--raw", "RAW", "--regimes", "decode"], "pass --regimes decode,prefill"),
-    (["measure", "--raw", "NEW", "--regimes", "decode,nosuch"], "the regimes are decode and prefill"),
+    (["measure", "--raw", "RAW", "--classes", "Inference,Forward"], "pass --classes Inference"),
+    (["measure", "--raw", "NEW", "--regimes", "decode,nosuch"], "each one of decode, prefill"),
+    (["measure", "--raw", "NEW", "--regimes", "decode,decode"], "a name given twice"),
+    (["measure", "--raw", "NEW", "--classes", "Nope"], "each one of Forward, Inference"),
+    (["measure", "--raw", "NEW", "--seed", "SEED_DECODE", "--regimes", "prefill"], "a calibration for decode only"),
+    (["measure", "--raw", "NEW", "--seed", "H200", "--levels", "0.07"], "no calibrated chain for 0.07"),
+    (["measure", "--raw", "NEW", "--seed", "/nonexistent.json"], "--seed /nonexistent.json: not readable JSON"),
+    (["measure", "--raw", "BROKEN"], "not readable JSON"),
+    (["measure", "--raw", "/proc/nope/raw.json"], "not a file in a writable folder"),
 ])
 def test_bad_arguments_are_one_line_and_leave_the_curve_alone(args, message, tmp_path):
     raw = tmp_path / "raw.json"
     raw.write_text(json.dumps(synthetic()))
     empty = tmp_path / "empty.json"
     empty.write_text(json.dumps({**synthetic(), "processes": []}))
-    args = [{"RAW": str(raw), "EMPTY": str(empty), "OUT": str(tmp_path / "out"),
-             "NEW": str(tmp_path / "new.json")}.get(a, a) for a in args]
+    seed_decode = tmp_path / "seed-decode.json"
+    seed_decode.write_text(json.dumps({**synthetic(), "cases": {"decode": "bf16 1x64"}}))
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"cases": {')  # a raw file cut short
+    args = [{"RAW": str(raw), "EMPTY": str(empty), "OUT": str(tmp_path / "out"), "NEW": str(tmp_path / "new.json"),
+             "SEED_DECODE": str(seed_decode), "BROKEN": str(broken),
+             "H200": str(ROOT / "docs" / "detection" / "nvidia-h200" / "raw.json")}.get(a, a) for a in args]
     out = subprocess.run([sys.executable, str(ROOT / "tools" / "detection_experiment.py"), *args],
                          capture_output=True, text=True, env={**os.environ, "TRITON_INTERPRET": "1"})
     assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr
-    assert not (tmp_path / "curve.json").exists()
+    assert not (tmp_path / "curve.json").exists() and not (tmp_path / "new.json").exists()
 
 
 def test_each_commit_measures_each_class_in_a_fresh_child_with_the_injected_kernel(monkeypatch, tmp_path):
@@ -121,3 +134,35 @@ def test_each_commit_measures_each_class_in_a_fresh_child_with_the_injected_kern
     assert {v for c in slow.values() for r in c.values() for v in r} == {2.0}
     assert {v for r in same["Inference"].values() for v in r} == {1.0}
     assert launch._rows_kernel.fn.__module__ == "fusedkernel.kernels.forward"  # this process untouched
+
+
+def test_a_stopped_measurement_kills_its_child(tmp_path):
+    import signal
+    import time
+
+    marker = tmp_path / "child.pid"
+
+    def forever():
+        marker.write_text(str(os.getpid()))
+        time.sleep(60)
+
+    def interrupt(*_):
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGALRM, interrupt)
+    signal.setitimer(signal.ITIMER_REAL, 1.0)
+    start = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            d.in_child(forever)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    assert time.monotonic() - start < 30  # it did not wait for the child's minute
+    assert marker.exists() and not pathlib.Path(f"/proc/{marker.read_text()}").exists()  # killed and reaped
+
+
+def test_a_child_returns_its_result_or_reports_its_error():
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        d.in_child(lambda: 1 / 0)
+    assert d.in_child(lambda: {"x": [1, 2]}) == {"x": [1, 2]}
