@@ -179,6 +179,12 @@ def read_json(path: pathlib.Path, what: str) -> dict:
     return out
 
 
+def is_raw(raw: dict) -> bool:
+    """Has ``raw`` the shape of this experiment's raw file?"""
+    return all(isinstance(raw.get(k), t) for k, t in (("cases", dict), ("classes", list), ("delays", dict),
+                                                      ("processes", list)))
+
+
 def comma_list(text: str, name: str, allowed: list) -> list:
     """The names of a comma-separated option, each in ``allowed`` and none twice; a usage error otherwise."""
     out = [v.strip() for v in text.split(",")]
@@ -227,8 +233,7 @@ def cmd_measure(a) -> None:
         fail(f"--raw {raw_path}: not a file in a writable folder")
     raw = read_json(raw_path, "--raw") if raw_path.exists() else {}
     if raw:
-        if not all(isinstance(raw.get(k), t) for k, t in (("cases", dict), ("classes", list), ("delays", dict),
-                                                           ("processes", list))):
+        if not is_raw(raw):
             fail(f"--raw {raw_path}: not a raw file of this experiment (cases, classes, delays, processes)")
         for name, have, want in (("regimes", raw["cases"], cases), ("classes", raw["classes"], classes)):
             if set(have) != set(want):
@@ -397,13 +402,8 @@ def fail(message: str) -> None:
 
 def load_raw(path: pathlib.Path) -> dict:
     """A raw measurements file, checked: cases, classes, delays and processes with unchanged (A/A) ones."""
-    try:
-        raw = json.loads(path.read_text())
-    except (OSError, ValueError, UnicodeDecodeError) as e:
-        fail(f"{path}: not a readable raw file ({type(e).__name__}: {e})")
-    ok = (isinstance(raw, dict) and isinstance(raw.get("cases"), dict) and isinstance(raw.get("classes"), list)
-          and isinstance(raw.get("delays"), dict) and isinstance(raw.get("processes"), list))
-    if not ok:
+    raw = read_json(path, "--raw")
+    if not is_raw(raw):
         fail(f"{path}: not a raw file of this experiment (cases, classes, delays, processes)")
     if not any(isinstance(p, dict) and p.get("level") == 0.0 for p in raw["processes"]):
         fail(f"{path}: no unchanged (A/A) process measured yet")

@@ -79,7 +79,7 @@ def test_publish_flags_name_the_slow_commit():
 
 
 @pytest.mark.parametrize("args, message", [
-    (["analyze", "--raw", "/nonexistent.json"], "not a readable raw file"),
+    (["analyze", "--raw", "/nonexistent.json"], "--raw /nonexistent.json: not readable JSON"),
     (["analyze", "--raw", "RAW", "--regimes", "nosuch"], "--regimes nosuch"),
     (["analyze", "--raw", "RAW", "--trials", "0"], "must be an integer >= 1"),
     (["history", "--raw", "RAW", "--levels", "x", "--out", "OUT"], "levels are fractions"),
