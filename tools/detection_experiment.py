@@ -1,7 +1,7 @@
 """The detection curve: which slowdowns the flags catch, and how often they cry wolf.
 
     python tools/detection_experiment.py measure [--aa 36] [--per-level 12] [--raw FILE]   (on the GPU)
-    python tools/detection_experiment.py analyze [--raw FILE] [--record DIR]              (anywhere)
+    python tools/detection_experiment.py analyze [--raw FILE] [--pool K] [--record DIR]   (anywhere)
 
 ``measure`` (resumable: every finished process is appended to ``--raw``,
 default ``docs/detection/<machine>/raw.json``):
@@ -20,7 +20,9 @@ default ``docs/detection/<machine>/raw.json``):
    asv's forkserver does), measuring the flagged benchmarks (``track_ratio``
    of the fused op, ``Forward`` and ``Inference``, at the cases of
    ``--regimes``) with the suite's own code (``benchmarks/add_rmsnorm.measure``);
-   unchanged commits (A/A) and each slowdown level interleaved.
+   unchanged commits (A/A) and each slowdown level interleaved. ``--start
+   spawn`` starts each in a fresh interpreter instead: processes that share
+   no start, for ``analyze --pool`` (a commit made of several of them).
 
 ``analyze`` turns the processes into histories and asks the tracker's own
 decision code about them: asv's step detection and ``detect_regressions`` as
@@ -121,10 +123,47 @@ def measure_once(delays: dict[int, int], cases: dict, tmp: pathlib.Path, cls: st
     return {case: [o / f for o, f in zip(*data["fused", case])] for case in cases.values()}
 
 
-def measure_classes(delays: dict[int, int], cases: dict, tmp: pathlib.Path, classes) -> dict:
+def measure_classes(delays: dict[int, int], cases: dict, tmp: pathlib.Path, classes, start: str = "fork") -> dict:
     """{class: :func:`measure_once`}, each class in a fresh child of its own (one commit's measurement),
-    as asv measures each class's setup_cache in a process of its own."""
+    as asv measures each class's setup_cache in a process of its own.
+
+    ``start``: "fork" (from this process, as asv's forkserver does) or
+    "spawn" (a fresh interpreter each: processes that share no start).
+    """
+    if start == "spawn":
+        return {cls: in_spawned(measure_once, delays, cases, tmp, cls) for cls in classes}
     return {cls: in_child(lambda cls=cls: measure_once(delays, cases, tmp, cls)) for cls in classes}
+
+
+def in_spawned(fn, *args):
+    """``fn(*args)`` in a fresh interpreter (multiprocessing's spawn); its result. Stopped, it kills the child."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    recv, send = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=_spawned, args=(send, fn, args))
+    child.start()
+    send.close()
+    try:
+        out = recv.recv()
+    except EOFError:
+        child.join()
+        out = {"error": f"the child died (exit code {child.exitcode})"}
+    except BaseException:
+        child.kill()  # a stopped experiment must not leave a child loading the GPU
+        raise
+    finally:
+        child.join()
+    if "error" in out:
+        raise RuntimeError(out["error"])
+    return out["ok"]
+
+
+def _spawned(send, fn, args) -> None:
+    try:
+        send.send({"ok": fn(*args)})
+    except BaseException as e:  # noqa: BLE001 - reported to the parent
+        send.send({"error": f"{type(e).__name__}: {e}"})
 
 
 def in_child(fn):
@@ -278,8 +317,9 @@ def cmd_measure(a) -> None:
         gpu_uuid = provenance.gpu_facts(gpu).get("uuid") if gpu else None
         for k, level in enumerate(schedule[done:], done + 1):
             delays = {int(b): d for b, d in raw["delays"].get(str(level), {}).items()}
-            got = measure_classes(delays, raw["cases"], tmp, raw["classes"])
+            got = measure_classes(delays, raw["cases"], tmp, raw["classes"], a.start)
             raw["processes"].append({"level": level, "delays": delays, "ratios": got, "gpu_uuid": gpu_uuid,
+                                     "start": a.start,
                                      "at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")})
             save(raw_path, raw)
             med = {f"{c[:3]} {reg}": f"{statistics.median(got[c][case]):.4f}" for c in raw["classes"]
@@ -375,6 +415,25 @@ def trials(raw: dict, conf: dict, family: str, cls: str, case: str, level: float
     return rows
 
 
+def pooled(raw: dict, k: int) -> dict:
+    """``raw`` with each commit made of ``k`` measured processes of one level, in measured order,
+    each giving its first ceil(rounds / k) rounds (the suite pooling k processes of as many rounds
+    in all); a level's last processes short of ``k`` are left out."""
+    if k == 1:
+        return raw
+    by_level: dict[float, list] = {}
+    for p in raw["processes"]:
+        by_level.setdefault(p["level"], []).append(p)
+    commits = []
+    for level, procs in by_level.items():
+        for i in range(0, len(procs) - k + 1, k):
+            group = procs[i:i + k]
+            ratios = {cls: {case: [x for p in group for x in p["ratios"][cls][case][:-(-len(v) // k)]]
+                            for case, v in group[0]["ratios"][cls].items()} for cls in group[0]["ratios"]}
+            commits.append({**group[0], "ratios": ratios, "pooled": k})
+    return {**raw, "processes": commits}
+
+
 def aa_row(raw: dict, conf: dict, family: str, cls: str, case: str) -> dict:
     import verdict
 
@@ -433,7 +492,9 @@ def cmd_analyze(a) -> None:
     paths = [pathlib.Path(r) for r in a.raw] or [ROOT / "docs" / "detection" / asvrun.detect()[1] / "raw.json"]
     rows, out_dir = [], paths[0].parent
     for path in paths:
-        raw = load_raw(path)
+        raw = pooled(load_raw(path), a.pool)
+        if not any(p["level"] == 0.0 for p in raw["processes"]):
+            fail(f"--pool {a.pool}: {path} has fewer unchanged (A/A) processes than that")
         regimes = a.regimes.split(",") if a.regimes else list(raw["cases"])
         if not set(regimes) <= set(raw["cases"]):
             fail(f"--regimes {a.regimes}: {path} has {', '.join(raw['cases'])}")
@@ -442,7 +503,8 @@ def cmd_analyze(a) -> None:
                 if regime not in regimes:
                     continue
                 family = f"{cls}.track_ratio {regime}"
-                tag = {"raw": path.name, "suite_version": raw.get("suite_version", "5")}
+                tag = {"raw": path.name, "suite_version": raw.get("suite_version", "5"),
+                       **({"pooled_processes": a.pool} if a.pool > 1 else {})}
                 rows.append({**aa_row(raw, conf, family, cls, case), **tag})
                 for level in LEVELS:
                     if any(p["level"] == level for p in raw["processes"]):
@@ -596,12 +658,16 @@ def main() -> None:
     m.add_argument("--levels", type=levels_arg, default=LEVELS, help="slowdown levels to measure (calibrated ones)")
     m.add_argument("--classes", default=",".join(CLASSES))
     m.add_argument("--regimes", help="only these regimes (decode, prefill) in a new raw file")
+    m.add_argument("--start", choices=["fork", "spawn"], default="fork",
+                   help="how each class's process starts: forked from this one (as asv does) or a fresh interpreter")
     m.add_argument("--seed", help="take the calibration (chains per level) from this earlier raw file")
     m.add_argument("--calibration-rounds", type=int, default=3)
     n = sub.add_parser("analyze", help="the curve from the raw measurements")
     n.add_argument("--raw", action="append", default=[], help="raw file (repeatable; curve.json goes beside the first)")
     n.add_argument("--regimes", help="only these regimes (decode, prefill)")
     n.add_argument("--trials", type=positive, default=40, help="histories per family, level and placement")
+    n.add_argument("--pool", type=positive, default=1,
+                   help="a commit = this many measured processes of its level, their rounds split among them")
     n.add_argument("--record", help="also write the recorded history (summary.json, results/) here")
     h = sub.add_parser("history", help="a scratch history with commits at these slowdown levels after HEAD")
     h.add_argument("--raw", required=True, help="the raw file whose chains make the slowdowns")

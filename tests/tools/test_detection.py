@@ -166,3 +166,64 @@ def test_a_child_returns_its_result_or_reports_its_error():
     with pytest.raises(RuntimeError, match="ZeroDivisionError"):
         d.in_child(lambda: 1 / 0)
     assert d.in_child(lambda: {"x": [1, 2]}) == {"x": [1, 2]}
+
+
+def test_pooling_makes_each_commit_of_k_processes_of_its_level_in_order():
+    procs = [{"level": lv, "ratios": {"Inference": {"c": [float(i)] * 12}}}
+             for i, lv in enumerate([0.0, 0.1, 0.0, 0.0, 0.1, 0.0, 0.1, 0.0, 0.0])]
+    out = d.pooled({"cases": {}, "processes": procs}, 3)["processes"]
+    # A/A: processes 0, 2, 3 then 5, 7, 8; 10%: 1, 4, 6. Each gives its first 4 of 12 rounds.
+    assert [(p["level"], p["ratios"]["Inference"]["c"]) for p in out] == [
+        (0.0, [0.0] * 4 + [2.0] * 4 + [3.0] * 4), (0.0, [5.0] * 4 + [7.0] * 4 + [8.0] * 4),
+        (0.1, [1.0] * 4 + [4.0] * 4 + [6.0] * 4)]
+    assert d.pooled({"processes": procs}, 1)["processes"] is procs
+    assert len(d.pooled({"processes": procs}, 4)["processes"]) == 1  # 6 A/A make one commit; 3 slow none
+
+
+def test_the_analysis_of_pooled_commits_is_tagged_and_needs_enough_processes(tmp_path):
+    raw = tmp_path / "raw.json"
+    raw.write_text(json.dumps(synthetic(n_aa=6, per_level=4)))
+    run = lambda *args: subprocess.run([sys.executable, str(ROOT / "tools" / "detection_experiment.py"), "analyze",  # noqa: E731
+                                        "--raw", str(raw), "--regimes", "prefill", "--trials", "2", *args],
+                                       capture_output=True, text=True)
+    out = run("--pool", "2")
+    assert out.returncode == 0, out.stderr
+    rows = json.loads((tmp_path / "curve.json").read_text())["rows"]
+    assert {r["pooled_processes"] for r in rows} == {2} and rows[0]["aa_commits"] == 3
+    out = run("--pool", "7")
+    assert out.returncode == 2 and "fewer unchanged (A/A) processes" in out.stderr
+
+
+def test_a_spawned_child_is_a_fresh_interpreter_and_reports_its_error():
+    import operator
+
+    assert d.in_spawned(os.getpid) != os.getpid()
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        d.in_spawned(operator.truediv, 1, 0)
+
+
+def test_a_stopped_spawned_measurement_kills_its_child():
+    import signal
+    import time
+
+    def interrupt(*_):
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGALRM, interrupt)
+    signal.setitimer(signal.ITIMER_REAL, 3.0)
+    start = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            d.in_spawned(time.sleep, 60)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    assert time.monotonic() - start < 30  # killed, not waited for
+
+
+def test_each_class_can_be_measured_in_a_fresh_interpreter(tmp_path):
+    cases = {"decode": d.experiment_cases(True)["decode"]}
+    got = d.measure_classes({}, cases, tmp_path, ["Inference"], "spawn")
+    (ratios,) = got["Inference"].values()
+    from benchmarks._measure import ROUNDS
+    assert len(ratios) == ROUNDS and min(ratios) > 0
