@@ -1,11 +1,14 @@
 """tools/detection_experiment.py: the injected slowdown, its calibration, and the analysis on known pools."""
 
 import json
+import operator
 import os
 import pathlib
 import random
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -136,29 +139,31 @@ def test_each_commit_measures_each_class_in_a_fresh_child_with_the_injected_kern
     assert launch._rows_kernel.fn.__module__ == "fusedkernel.kernels.forward"  # this process untouched
 
 
-def test_a_stopped_measurement_kills_its_child(tmp_path):
-    import signal
-    import time
+def interrupted_after(seconds: float, fn, *args) -> float:
+    """Run ``fn(*args)`` until a Ctrl-C (KeyboardInterrupt) ``seconds`` in, which it must let through; wall s."""
+    def interrupt(*_):
+        raise KeyboardInterrupt
 
+    old = signal.signal(signal.SIGALRM, interrupt)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    start = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            fn(*args)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    return time.monotonic() - start
+
+
+def test_a_stopped_measurement_kills_its_child(tmp_path):
     marker = tmp_path / "child.pid"
 
     def forever():
         marker.write_text(str(os.getpid()))
         time.sleep(60)
 
-    def interrupt(*_):
-        raise KeyboardInterrupt
-
-    old = signal.signal(signal.SIGALRM, interrupt)
-    signal.setitimer(signal.ITIMER_REAL, 1.0)
-    start = time.monotonic()
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            d.in_child(forever)
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
-    assert time.monotonic() - start < 30  # it did not wait for the child's minute
+    assert interrupted_after(1.0, d.in_child, forever) < 30  # it did not wait for the child's minute
     assert marker.exists() and not pathlib.Path(f"/proc/{marker.read_text()}").exists()  # killed and reaped
 
 
@@ -195,30 +200,13 @@ def test_the_analysis_of_pooled_commits_is_tagged_and_needs_enough_processes(tmp
 
 
 def test_a_spawned_child_is_a_fresh_interpreter_and_reports_its_error():
-    import operator
-
     assert d.in_spawned(os.getpid) != os.getpid()
     with pytest.raises(RuntimeError, match="ZeroDivisionError"):
         d.in_spawned(operator.truediv, 1, 0)
 
 
 def test_a_stopped_spawned_measurement_kills_its_child():
-    import signal
-    import time
-
-    def interrupt(*_):
-        raise KeyboardInterrupt
-
-    old = signal.signal(signal.SIGALRM, interrupt)
-    signal.setitimer(signal.ITIMER_REAL, 3.0)
-    start = time.monotonic()
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            d.in_spawned(time.sleep, 60)
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
-    assert time.monotonic() - start < 30  # killed, not waited for
+    assert interrupted_after(3.0, d.in_spawned, time.sleep, 60) < 30  # killed, not waited for
 
 
 def test_each_class_can_be_measured_in_a_fresh_interpreter(tmp_path):
