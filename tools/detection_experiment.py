@@ -57,6 +57,8 @@ import zlib
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 sys.path.insert(1, str(ROOT))
+sys.path.insert(2, str(ROOT / "tools" / "kernel"))
+from _sweep import json_path, names  # noqa: E402
 
 LEVELS = [0.02, 0.03, 0.05, 0.10]
 DELAYS = [0, 8, 16, 32, 64, 128, 256]
@@ -226,11 +228,12 @@ def is_raw(raw: dict) -> bool:
 
 def comma_list(text: str, name: str, allowed: list) -> list:
     """The names of a comma-separated option, each in ``allowed`` and none twice; a usage error otherwise."""
-    out = [v.strip() for v in text.split(",")]
+    try:
+        out = names(text, f"--{name}")
+    except ValueError:
+        fail(f"--{name} {text}: a name given twice")
     if any(v not in allowed for v in out):
         fail(f"--{name} {text}: each one of {', '.join(allowed)}")
-    if len(set(out)) != len(out):
-        fail(f"--{name} {text}: a name given twice")
     return out
 
 
@@ -268,7 +271,9 @@ def cmd_measure(a) -> None:
     regimes = comma_list(a.regimes, "regimes", ["decode", "prefill"]) if a.regimes else ["decode", "prefill"]
     cases = {r: c for r, c in experiment_cases(m.INTERPRET).items() if r in regimes}
     classes = comma_list(a.classes, "classes", CLASSES)
-    if raw_path.is_dir() or not raw_path.parent.is_dir() or not os.access(raw_path.parent, os.W_OK):
+    try:
+        json_path(str(raw_path))
+    except argparse.ArgumentTypeError:
         fail(f"--raw {raw_path}: not a file in a writable folder")
     raw = read_json(raw_path, "--raw") if raw_path.exists() else {}
     if raw:
