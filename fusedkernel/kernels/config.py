@@ -131,7 +131,8 @@ class ForwardSettings:
     max_thread_elems: int  # ...and enough that no thread holds more tile elements than this...
     min_warps: int  # ...at least this many...
     max_warps: int  # ...at most this many
-    weight_first_max_n: int  # whole rows up to this width load the weight first: docs/tuning.md#forward-weight-first
+    weight_first_max_n: int  # whole rows up to this width load the weight first where the residual is stored;
+    # without that store every whole row does: docs/tuning.md#forward-weight-first
     split: ForwardConfig  # rows wider than a tile, split over programs: docs/tuning.md#forward-split-rows
     looped: ForwardConfig  # rows split over more programs than SMs: docs/tuning.md#forward-looped-path
 
@@ -202,7 +203,7 @@ def _check_table_args(n_cols: object, elem_bytes: object, max_splits: object) ->
 # typed: 16384.0 must not hit 16384's entry and skip the argument checks.
 @functools.lru_cache(maxsize=1024, typed=True)
 def forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Settings = HOPPER,
-                   few_rows: bool = False) -> ForwardConfig:
+                   few_rows: bool = False, stores_residual: bool = True) -> ForwardConfig:
     """Launch settings for rows of ``n_cols`` elements (n_cols >= 1) of ``elem_bytes`` bytes (2 or 4).
 
     ``max_splits``: the most programs a row may be split over, which all
@@ -210,12 +211,14 @@ def forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Sett
     by one), the SM count on a GPU (a row group of at most that many is
     resident at once once the groups before it are done). Wider rows take
     the looped path. ``few_rows``: there are at most ``max_splits`` rows (a
-    decode step: one program per row, each alone on its SM). ValueError for
-    any other arguments.
+    decode step: one program per row, each alone on its SM).
+    ``stores_residual``: the launch also writes x + residual (the inference
+    call, forward+residual), not only y. ValueError for any other arguments.
     """
     _check_table_args(n_cols, elem_bytes, max_splits)
-    if type(few_rows) is not bool:
-        raise ValueError(f"few_rows must be a bool, got {few_rows!r}")
+    for name, value in (("few_rows", few_rows), ("stores_residual", stores_residual)):
+        if type(value) is not bool:
+            raise ValueError(f"{name} must be a bool, got {value!r}")
     f = settings.forward
     if n_cols * elem_bytes <= f.max_tile_bytes:
         block_n = triton.next_power_of_2(n_cols)
@@ -224,15 +227,15 @@ def forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Sett
             warps = f.few_rows_warps * warps if block_n <= f.few_rows_max_tile else f.max_warps
         warps = min(f.max_warps, max(f.min_warps, block_n // (32 * f.max_thread_elems), warps))
         block_m = 1 if few_rows else max(1, f.narrow_tile_elems // block_n)
-        return ForwardConfig("rows", block_m, block_n, 1, warps, block_n <= f.weight_first_max_n)
+        return ForwardConfig("rows", block_m, block_n, 1, warps, block_n <= f.weight_first_max_n or not stores_residual)
     splits = triton.cdiv(n_cols, f.split.block_n)
     if splits > max_splits:
         return f.looped
     return dataclasses.replace(f.split, splits=splits)
 
 
-def forward_candidates(n_cols: int, elem_bytes: int, max_splits: int,
-                       settings: Settings = HOPPER, few_rows: bool = False) -> list[ForwardConfig]:
+def forward_candidates(n_cols: int, elem_bytes: int, max_splits: int, settings: Settings = HOPPER,
+                       few_rows: bool = False, stores_residual: bool = True) -> list[ForwardConfig]:
     """What ``tools/kernel/tune_forward.py`` sweeps: the rule's choice first, then a grid around it.
 
     Whole rows: 1, 2 or 4 rows per program (tiles of at most 16384 elements)
@@ -241,7 +244,7 @@ def forward_candidates(n_cols: int, elem_bytes: int, max_splits: int,
     2-8 warps that keeps a program's tile at most 8192 elements and at least
     128 columns per warp.
     """
-    rule = forward_config(n_cols, elem_bytes, max_splits, settings, few_rows)
+    rule = forward_config(n_cols, elem_bytes, max_splits, settings, few_rows, stores_residual)
     out = [rule]
     if rule.splits == 1 and rule.path == "rows":
         out.append(dataclasses.replace(rule, weight_first=not rule.weight_first))

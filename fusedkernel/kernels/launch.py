@@ -176,7 +176,7 @@ def forward_rows(x: torch.Tensor, r: torch.Tensor, weight: torch.Tensor, eps: fl
     if table:
         max_splits = _max_splits(device)
         few = n_rows <= max_splits
-        cfg = forward_config(n_cols, x.element_size(), max_splits, _settings(device), few)
+        cfg = forward_config(n_cols, x.element_size(), max_splits, _settings(device), few, res is not None)
         # The table's choice follows from n_cols, few, the dtype and the
         # device: keying on them spares hashing the config (a dataclass) per call.
         key = (n_cols, few, *flags)

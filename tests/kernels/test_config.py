@@ -127,3 +127,15 @@ def test_whole_row_warps_follow_the_row_bytes_and_the_row_count(n, elem_bytes):
 def test_few_rows_must_be_a_bool():
     with pytest.raises(ValueError, match="few_rows must be a bool"):
         forward_config(4096, 2, 132, HOPPER, 1)
+    with pytest.raises(ValueError, match="stores_residual must be a bool"):
+        forward_config(4096, 2, 132, HOPPER, False, None)
+
+
+@pytest.mark.parametrize("elem_bytes", [2, 4])
+@pytest.mark.parametrize("few_rows", [False, True])
+@pytest.mark.parametrize("n", WIDTHS)
+def test_without_a_residual_store_whole_rows_load_the_weight_first(n, few_rows, elem_bytes):
+    # docs/tuning.md#forward-weight-first: the forward (y only) gained at every whole-row width swept.
+    stored, plain = (forward_config(n, elem_bytes, 132, HOPPER, few_rows, s) for s in (True, False))
+    assert plain.weight_first == (plain.splits == 1 and plain.path == "rows")
+    assert dataclasses.replace(plain, weight_first=stored.weight_first) == stored

@@ -45,7 +45,10 @@ def breakdown(x, r, w, y):
     (run, function, metadata, cooperative, pdl), = [
         v for k, v in launch._compiled.items() if k[0] == x.shape[-1] and k[2] == x.dtype and not k[5] and not k[6]]
     n = x.shape[-1]
-    cfg = config.forward_config(n, x.element_size(), launch._max_splits(0))
+    # The forward's choice: no residual output, one row per program at decode.
+    choice = (n, x.element_size(), launch._max_splits(0), launch._settings(0), x.numel() // n <= launch._max_splits(0),
+              False)
+    cfg = config.forward_config(*choice)
     grid = -(-x.numel() // n // cfg.block_m) * cfg.splits
     # res, rstd, exchange slots; n_rows, n_cols, 4 row strides; eps, epoch; the constexprs.
     tail = (None, None, None, x.numel() // n, n, n, n, n, 0, 1e-6, 0,
@@ -57,7 +60,7 @@ def breakdown(x, r, w, y):
         "torch.add(x, r, out=y)": lambda: torch.add(x, r, out=y),
         "check_inputs": lambda: _validation.check_inputs(x, r, w, 1e-6),
         "torch.empty_like(x, contiguous)": lambda: torch.empty_like(x, memory_format=torch.contiguous_format),
-        "forward_config": lambda: config.forward_config(n, x.element_size(), launch._max_splits(0)),
+        "forward_config": lambda: config.forward_config(*choice),
         "4 x data_ptr()": lambda: (x.data_ptr(), r.data_ptr(), w.data_ptr(), y.data_ptr()),
         "Triton's C launcher (pointers as ints)": lambda: run(
             grid, 1, 1, stream, function, cooperative, pdl, None, None, metadata, None, None, None, *ptrs, *tail),
