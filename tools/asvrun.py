@@ -109,7 +109,9 @@ def config(mode: str, results: pathlib.Path | None = None):
 def asv_env(mode: str, wheels: str | None, regexes: list[str] | None = None) -> dict:
     """The environment asv runs in: the host's site-packages (for torch), the mode, the selection."""
     env = dict(os.environ)
-    env["FUSEDKERNEL_HOST_SITE"] = os.pathsep.join(site.getsitepackages())
+    # Only the folders that exist: Debian-style interpreters list ones that do not (the H200's
+    # python3 lists three), which tools/asv_env_install.py refuses as typos.
+    env["FUSEDKERNEL_HOST_SITE"] = os.pathsep.join(d for d in site.getsitepackages() if os.path.isdir(d))
     env["FUSEDKERNEL_BENCH_REGEX"] = json.dumps(regexes or [])
     env["PYTHONUNBUFFERED"] = "1"
     if mode == "interpreter":

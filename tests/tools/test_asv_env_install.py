@@ -7,6 +7,8 @@ import sys
 import zipfile
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tools"))
+import asvrun  # noqa: E402
 
 
 def test_the_environment_runs_the_host_site_pth_files_and_installs_the_project(tmp_path):
@@ -40,6 +42,21 @@ def test_the_environment_runs_the_host_site_pth_files_and_installs_the_project(t
             f"print(sys.path.index(site.getsitepackages()[0]) < sys.path.index({str(host)!r}))")
     out = subprocess.run([str(python), "-c", code], capture_output=True, text=True, cwd=tmp_path)
     assert out.returncode == 0 and out.stdout.strip() == "True", out.stderr
+
+
+def test_the_runner_hands_over_only_the_host_folders_that_exist(tmp_path, monkeypatch):
+    # The H200's python3 lists three site folders that do not exist; handed over, every class failed
+    # at install (23c8c2a, 2026-12-01).
+    import site
+
+    real = tmp_path / "site-packages"
+    real.mkdir()
+    monkeypatch.setattr(site, "getsitepackages", lambda: [str(real), str(tmp_path / "local" / "dist-packages")])
+    host_site = asvrun.asv_env("gpu", None)["FUSEDKERNEL_HOST_SITE"]
+    assert host_site == str(real)
+    out = subprocess.run([sys.executable, str(ROOT / "tools" / "asv_env_install.py"), str(tmp_path / "no-project")],
+                         capture_output=True, text=True, env={**os.environ, "FUSEDKERNEL_HOST_SITE": host_site})
+    assert "no such folder" not in out.stderr
 
 
 def test_a_missing_host_folder_is_refused_at_install(tmp_path):
