@@ -39,6 +39,18 @@ def test_the_whole_suite_run_fills_every_table_and_performance_md_shows_it_as_ge
     assert out.stdout.strip() in (ROOT / "docs" / "performance.md").read_text()
 
 
+def test_performance_md_shows_the_forward_after_the_weight_first_rule_as_generated():
+    # 0d24e369: the suite in two calls (Forward and Training; then the rest), quack not installed.
+    out = table("0d24e369")
+    assert out.returncode == 0, out.stderr
+    doc = (ROOT / "docs" / "performance.md").read_text()
+    for op in ("forward", "forward+backward"):
+        section = out.stdout.split(f"### {op}\n")[1].split("\n### ")[0].strip()
+        assert f"### {op}\n\n{section}" in doc
+    row = next(line for line in out.stdout.split("### forward\n")[1].splitlines() if line.startswith("| bf16 8192x7168"))
+    assert float(row.strip("|").split("|")[3]) > 0.95  # 0.898 at 11b6138a, before the rule
+
+
 def test_results_of_an_older_suite_version_are_left_out():
     # 274b2b6 holds the previous suite (Throughput, *.time_device), not this suite's benchmarks.
     out = table("274b2b6")
