@@ -159,3 +159,20 @@ def test_residual_flags_must_be_bools(flags, got, device):
     x = rand((2, 8), torch.float32, device)
     with pytest.raises(TypeError, match=f"must be Python bools, {got}"):
         add_rmsnorm(x, x, torch.ones(8, device=device), **flags)
+
+
+@pytest.mark.parametrize("form, stored", [({}, False), ({"return_residual": True}, True),
+                                          ({"inplace_residual": True}, True)])
+def test_the_launch_rule_is_told_whether_the_residual_is_stored(form, stored, device, monkeypatch):
+    # The forward (y only) loads the weight first at widths where a residual-storing launch does
+    # not (docs/tuning.md#forward-weight-first): 5120 is one of them.
+    from fusedkernel.kernels import launch
+
+    asked, rule = [], launch.forward_config
+    monkeypatch.setattr(launch, "forward_config", lambda *a: asked.append(a[5]) or rule(*a))
+    x, r = rand((2, 5120), torch.bfloat16, device), rand((2, 5120), torch.bfloat16, device, seed=1)
+    w = rand((5120,), torch.bfloat16, device, seed=2)
+    x0, r0 = x.clone(), r.clone()
+    out = add_rmsnorm(x, r, w, **form)
+    assert asked == [stored]
+    assert_matches_reference(out[0] if isinstance(out, tuple) else out, x0, r0, w)

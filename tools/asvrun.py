@@ -111,7 +111,11 @@ def asv_env(mode: str, wheels: str | None, regexes: list[str] | None = None) -> 
     env = dict(os.environ)
     # Only the folders that exist: Debian-style interpreters list ones that do not (the H200's
     # python3 lists three), which tools/asv_env_install.py refuses as typos.
-    env["FUSEDKERNEL_HOST_SITE"] = os.pathsep.join(d for d in site.getsitepackages() if os.path.isdir(d))
+    host_site = [d for d in site.getsitepackages() if os.path.isdir(d)]
+    if not host_site:
+        raise SystemExit(f"none of this interpreter's site-packages folders exists ({site.getsitepackages()}): "
+                         "asv's environment could not borrow its torch")
+    env["FUSEDKERNEL_HOST_SITE"] = os.pathsep.join(host_site)
     env["FUSEDKERNEL_BENCH_REGEX"] = json.dumps(regexes or [])
     env["PYTHONUNBUFFERED"] = "1"
     if mode == "interpreter":

@@ -6,6 +6,8 @@ import subprocess
 import sys
 import zipfile
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
 import asvrun  # noqa: E402
@@ -49,14 +51,14 @@ def test_the_runner_hands_over_only_the_host_folders_that_exist(tmp_path, monkey
     # at install (23c8c2a, 2026-12-01).
     import site
 
-    real = tmp_path / "site-packages"
+    real, missing = tmp_path / "site-packages", tmp_path / "local" / "dist-packages"
     real.mkdir()
-    monkeypatch.setattr(site, "getsitepackages", lambda: [str(real), str(tmp_path / "local" / "dist-packages")])
-    host_site = asvrun.asv_env("gpu", None)["FUSEDKERNEL_HOST_SITE"]
-    assert host_site == str(real)
-    out = subprocess.run([sys.executable, str(ROOT / "tools" / "asv_env_install.py"), str(tmp_path / "no-project")],
-                         capture_output=True, text=True, env={**os.environ, "FUSEDKERNEL_HOST_SITE": host_site})
-    assert "no such folder" not in out.stderr
+    monkeypatch.setattr(site, "getsitepackages", lambda: [str(real), str(missing)])
+    assert asvrun.asv_env("gpu", None)["FUSEDKERNEL_HOST_SITE"] == str(real)
+    # None exists: said at once, not as "not set" at each class's install.
+    monkeypatch.setattr(site, "getsitepackages", lambda: [str(missing)])
+    with pytest.raises(SystemExit, match="none of this interpreter's site-packages folders exists"):
+        asvrun.asv_env("gpu", None)
 
 
 def test_a_missing_host_folder_is_refused_at_install(tmp_path):

@@ -41,9 +41,9 @@ def per_call_us(fn, n=2000, sync_each=False):
 def breakdown(x, r, w, y):
     """Each step of add_rmsnorm's eager no-grad path, timed alone."""
     fusedkernel.add_rmsnorm(x, r, w)  # fills the launcher's cache of compiled kernels
-    # Keys of table launches: (n_cols, device, x, weight and y dtypes, residual output?, rstd?).
+    # Keys of table launches: (n_cols, few rows?, device, x, weight and y dtypes, residual output?, rstd?).
     (run, function, metadata, cooperative, pdl), = [
-        v for k, v in launch._compiled.items() if k[0] == x.shape[-1] and k[2] == x.dtype and not k[5] and not k[6]]
+        v for k, v in launch._compiled.items() if k[0] == x.shape[-1] and k[3] == x.dtype and not k[6] and not k[7]]
     n = x.shape[-1]
     # The forward's choice: no residual output, one row per program at decode.
     choice = (n, x.element_size(), launch._max_splits(0), launch._settings(0), x.numel() // n <= launch._max_splits(0),
@@ -52,7 +52,8 @@ def breakdown(x, r, w, y):
     grid = -(-x.numel() // n // cfg.block_m) * cfg.splits
     # res, rstd, exchange slots; n_rows, n_cols, 4 row strides; eps, epoch; the constexprs.
     tail = (None, None, None, x.numel() // n, n, n, n, n, 0, 1e-6, 0,
-            cfg.block_m, cfg.block_n, cfg.splits, 1, cfg.weight_first, False, False)
+            cfg.block_m, cfg.block_n, cfg.splits, 1, cfg.weight_first, False, False,
+            launch._vector_width(x.element_size(), n))
     args = (x, r, w, y, *tail)
     stream = torch.cuda.current_stream().cuda_stream
     ptrs = (x.data_ptr(), r.data_ptr(), w.data_ptr(), y.data_ptr())
