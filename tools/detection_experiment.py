@@ -132,18 +132,21 @@ def measure_classes(delays: dict[int, int], cases: dict, tmp: pathlib.Path, clas
     ``start``: "fork" (from this process, as asv's forkserver does) or
     "spawn" (a fresh interpreter each: processes that share no start).
     """
-    if start == "spawn":
-        return {cls: in_spawned(measure_once, delays, cases, tmp, cls) for cls in classes}
-    return {cls: in_child(lambda cls=cls: measure_once(delays, cases, tmp, cls)) for cls in classes}
+    return {cls: in_child(measure_once, delays, cases, tmp, cls, start=start) for cls in classes}
 
 
-def in_spawned(fn, *args):
-    """``fn(*args)`` in a fresh interpreter (multiprocessing's spawn); its result. Stopped, it kills the child."""
+def in_child(fn, *args, start: str = "fork"):
+    """``fn(*args)`` in a child process; its result (a RuntimeError where it failed or died).
+
+    ``start``: "fork" (a fresh CUDA context, like asv's forkserver) or "spawn"
+    (a fresh interpreter). Stopped (Ctrl-C, or SIGTERM under :func:`cmd_measure`),
+    it kills the child first.
+    """
     import multiprocessing
 
-    ctx = multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context(start)
     recv, send = ctx.Pipe(duplex=False)
-    child = ctx.Process(target=_spawned, args=(send, fn, args))
+    child = ctx.Process(target=_child, args=(send, fn, args))
     child.start()
     send.close()
     try:
@@ -161,44 +164,11 @@ def in_spawned(fn, *args):
     return out["ok"]
 
 
-def _spawned(send, fn, args) -> None:
+def _child(send, fn, args) -> None:
     try:
         send.send({"ok": fn(*args)})
     except BaseException as e:  # noqa: BLE001 - reported to the parent
         send.send({"error": f"{type(e).__name__}: {e}"})
-
-
-def in_child(fn):
-    """Run ``fn()`` in a forked child (fresh CUDA context, like asv's forkserver); its JSON-able result.
-
-    Stopped (Ctrl-C, or SIGTERM under :func:`cmd_measure`), it kills the child first.
-    """
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.close(r)
-            try:
-                payload = json.dumps({"ok": fn()})
-            except BaseException as e:  # noqa: BLE001 - reported to the parent
-                payload = json.dumps({"error": f"{type(e).__name__}: {e}"})
-            with os.fdopen(w, "w") as f:
-                f.write(payload)
-        finally:
-            os._exit(0)  # never back into the parent's code, whatever happened (a closed pipe included)
-    os.close(w)
-    try:
-        with os.fdopen(r) as f:
-            text = f.read()
-    except BaseException:
-        os.kill(pid, signal.SIGKILL)  # a stopped experiment must not leave a child loading the GPU
-        raise
-    finally:
-        os.waitpid(pid, 0)
-    out = json.loads(text or '{"error": "the child died"}')
-    if "error" in out:
-        raise RuntimeError(out["error"])
-    return out["ok"]
 
 
 class Stopped(Exception):

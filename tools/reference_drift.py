@@ -141,10 +141,8 @@ def _measure_case(case: str, repeats: int) -> list[dict]:
     from benchmarks._cases import _rotating
     from benchmarks._measure import DEVICE, INTERPRET, TIMERS, interleaved_rounds, method, warm_up
     from fusedkernel import add_rmsnorm
-    from fusedkernel.kernels import launch
+    from fusedkernel.kernels import forward, launch
     from fusedkernel.kernels.config import forward_config
-
-    from fusedkernel.kernels import forward
 
     kernel, pinned = _kernel()
     clone = triton.jit(do_not_specialize=["n_rows", "epoch"])(forward._rows_kernel.fn)
@@ -154,11 +152,11 @@ def _measure_case(case: str, repeats: int) -> list[dict]:
     splits = launch._max_splits(index)
     cfg = forward_config(hidden, 2, splits, launch._settings(index), tokens <= splits)
     # clone and pinned launch one whole row per program: only where the op does.
-    names = [r for r in REFERENCES if cfg.path == "rows" and cfg.splits == 1 or r not in ("clone", "pinned")]
+    refs = [r for r in REFERENCES if cfg.path == "rows" and cfg.splits == 1 or r not in ("clone", "pinned")]
     warps = cfg.num_warps
     block = triton.next_power_of_2(hidden)
     vec = launch._vector_width(2, hidden)
-    fns = {k: [] for k in ["op", *names]}
+    fns = {k: [] for k in ["op", *refs]}
     def tensors():
         x, r, z, y = (torch.randn(tokens, hidden, device=DEVICE, dtype=torch.bfloat16) for _ in range(4))
         x.mul_(1e-3)  # thousands of in-place residual updates stay far from bf16's range
@@ -192,7 +190,7 @@ def _measure_case(case: str, repeats: int) -> list[dict]:
         rounds = interleaved_rounds({k: v for k, v in fns.items() if k != "addcmul"}, fns["addcmul"], timer, 3)
         op, add_op = rounds["op"]
         per_round = {"addcmul": [o / a for o, a in zip(op, add_op)]}
-        for name in names[1:]:
+        for name in refs[1:]:
             ref, add_ref = rounds[name]
             per_round[name] = [(o / a) / (f / b) for o, a, f, b in zip(op, add_op, ref, add_ref)]
         us = {k: statistics.median(v[0]) * 1e6 for k, v in rounds.items()}

@@ -200,13 +200,13 @@ def test_the_analysis_of_pooled_commits_is_tagged_and_needs_enough_processes(tmp
 
 
 def test_a_spawned_child_is_a_fresh_interpreter_and_reports_its_error():
-    assert d.in_spawned(os.getpid) != os.getpid()
+    assert d.in_child(os.getpid, start="spawn") != os.getpid()
     with pytest.raises(RuntimeError, match="ZeroDivisionError"):
-        d.in_spawned(operator.truediv, 1, 0)
+        d.in_child(operator.truediv, 1, 0, start="spawn")
 
 
 def test_a_stopped_spawned_measurement_kills_its_child():
-    assert interrupted_after(3.0, d.in_spawned, time.sleep, 60) < 30  # killed, not waited for
+    assert interrupted_after(3.0, lambda: d.in_child(time.sleep, 60, start="spawn")) < 30  # killed, not waited for
 
 
 def test_each_class_can_be_measured_in_a_fresh_interpreter(tmp_path):
