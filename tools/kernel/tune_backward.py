@@ -1,12 +1,15 @@
 """Sweep the backward launch settings on a GPU: fraction of the floor per candidate.
 
     python tools/kernel/tune_backward.py [--dtypes bf16,fp32] [--widths 512,4096,...] [--mib 64]
+                                         [--paths rows,split,columns] [--json FILE]
 
 Candidates: ``fusedkernel.kernels.config.backward_candidates`` (the rule's
 choice first). ``backward_rows`` alone is timed against ``torch.addcmul(x,
 r, dy, out=dx)``: the same 4 row-trips (read x, residual and dy, write dx).
 Each candidate is checked against a float64 evaluation of the backward
-formula (kernels/backward.py). Timing and table: ``_sweep.py``.
+formula (kernels/backward.py). ``--paths``: only candidates of these paths
+(the rule's choice is always timed first). Timing, table and ``--json``:
+``_sweep.py``.
 """
 
 import argparse
@@ -14,10 +17,11 @@ import itertools
 
 import torch
 
-from _sweep import DTYPES, header, rows_for, sweep
+from _sweep import DTYPES, header, json_path, names, rows_for, sweep, write_json
 from fusedkernel.kernels import launch
 from fusedkernel.kernels.config import backward_candidates
 
+PATHS = ("rows", "split", "columns")
 WIDTHS = [512, 2048, 4096, 5120, 8192, 16384, 65536, 262144]
 
 
@@ -34,8 +38,14 @@ def main() -> None:
     ap.add_argument("--dtypes", default="bf16")
     ap.add_argument("--widths", default=",".join(map(str, WIDTHS)))
     ap.add_argument("--mib", type=int, default=64)
+    ap.add_argument("--paths", default=",".join(PATHS), help="sweep only these paths (comma-separated)")
+    ap.add_argument("--json", type=json_path, help="write every measured candidate to this file as well")
     a = ap.parse_args()
+    paths = names(a.paths, "--paths")
+    if not set(paths) <= set(PATHS):
+        ap.error(f"--paths: {sorted(set(paths) - set(PATHS))} not among {PATHS}")
     header()
+    rows_out = []
     for dname, n in itertools.product(a.dtypes.split(","), map(int, a.widths.split(","))):
         rows = rows_for(n, a.mib)
         x, r, dy = (torch.randn(rows, n, device="cuda", dtype=DTYPES[dname]) for _ in range(3))
@@ -54,9 +64,14 @@ def main() -> None:
             if not (err_dx < tol and err_dw < tol):
                 raise ValueError(f"relative error dx {err_dx:.3g}, dw {err_dw:.3g}")
 
-        sweep(f"{dname} {rows}x{n}", backward_candidates(n, x.element_size(), launch._max_splits(0)),
-              lambda cfg: launch.backward_rows(dy, None, x, r, w, rstd, dx, cfg=cfg), check,
-              lambda: torch.addcmul(x, r, dy, out=dx))
+        cands = backward_candidates(n, x.element_size(), launch._max_splits(0))
+        cands = cands[:1] + [c for c in cands[1:] if c.path in paths]
+        rows_out += sweep(f"{dname} {rows}x{n}", cands,
+                          lambda cfg: launch.backward_rows(dy, None, x, r, w, rstd, dx, cfg=cfg), check,
+                          lambda: torch.addcmul(x, r, dy, out=dx))
+        del x, r, dy, dx
+        if a.json:
+            write_json(a.json, rows_out)
 
 
 if __name__ == "__main__":
