@@ -127,7 +127,8 @@ class ForwardSettings:
     narrow_tile_elems: int  # elements per program for narrow rows: docs/tuning.md#forward-narrow-rows
     bytes_per_warp: int  # whole-row warps: one per this many row bytes, a power of two...: docs/tuning.md#forward-warps
     few_rows_warps: int  # ...times this where the grid has a program per SM at most (decode) and...
-    few_rows_max_tile: int  # ...tiles of at most this many elements; wider decode tiles take max_warps...
+    few_rows_max_tile: int  # ...tiles of at most this many elements where the residual is stored...
+    few_rows_y_only_max_tile: int  # ...or this many where y only; wider decode tiles take max_warps...
     max_thread_elems: int  # ...and enough that no thread holds more tile elements than this...
     min_warps: int  # ...at least this many...
     max_warps: int  # ...at most this many
@@ -170,8 +171,8 @@ HOPPER = Settings(
     arch="hopper",
     forward=ForwardSettings(
         max_tile_bytes=65536, narrow_tile_elems=2048, bytes_per_warp=1280, few_rows_warps=2, few_rows_max_tile=4096,
-        max_thread_elems=32, min_warps=4, max_warps=32,
-        weight_first_max_n=4096, split=ForwardConfig("rows", 2, 2048, 1, 4),
+        few_rows_y_only_max_tile=8192, max_thread_elems=32, min_warps=4, max_warps=32,
+        weight_first_max_n=8192, split=ForwardConfig("rows", 2, 2048, 1, 4),
         looped=ForwardConfig("looped", 1, 4096, 1, 8)),
     backward=BackwardSettings(
         max_tile_n=16384, narrow_tile_elems=1024, elems_per_sm=8192, cols_per_warp=512, wait_cols_per_warp=1024,
@@ -224,7 +225,8 @@ def forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Sett
         block_n = triton.next_power_of_2(n_cols)
         warps = 1 << (max(1, n_cols * elem_bytes // f.bytes_per_warp).bit_length() - 1)
         if few_rows:
-            warps = f.few_rows_warps * warps if block_n <= f.few_rows_max_tile else f.max_warps
+            boosted = f.few_rows_max_tile if stores_residual else f.few_rows_y_only_max_tile
+            warps = f.few_rows_warps * warps if block_n <= boosted else f.max_warps
         warps = min(f.max_warps, max(f.min_warps, block_n // (32 * f.max_thread_elems), warps))
         block_m = 1 if few_rows else max(1, f.narrow_tile_elems // block_n)
         return ForwardConfig("rows", block_m, block_n, 1, warps, block_n <= f.weight_first_max_n or not stores_residual)

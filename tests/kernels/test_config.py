@@ -108,17 +108,21 @@ def test_the_tuners_sweep_the_rule_first_and_only_legal_settings(n):
 
 # (n, elem_bytes) -> warps of whole rows: many rows (prefill, 512 tokens) and few rows (decode), by the
 # rule of docs/tuning.md#forward-warps: one warp per 1280 bytes rounded down to a power of two, doubled
-# for decode tiles of at most 4096 elements (wider decode tiles: 32), never more than 32 tile elements a
-# thread, 4 to 32.
-WARPS = {(1024, 2): (4, 4), (2880, 2): (4, 8), (4096, 2): (4, 8), (5120, 2): (8, 32), (8192, 2): (8, 32),
-         (10240, 2): (16, 32), (16384, 2): (16, 32), (18432, 2): (32, 32), (32768, 2): (32, 32),
-         (2048, 4): (4, 8), (4096, 4): (8, 16), (16384, 4): (32, 32)}
+# for decode tiles of at most 4096 elements where the residual is stored, 8192 where y only (wider decode
+# tiles: 32), never more than 32 tile elements a thread, 4 to 32. Values: many rows, decode with the
+# residual stored, decode writing y only.
+WARPS = {(1024, 2): (4, 4, 4), (2880, 2): (4, 8, 8), (4096, 2): (4, 8, 8), (5120, 2): (8, 32, 16),
+         (7168, 2): (8, 32, 16), (8192, 2): (8, 32, 16), (10240, 2): (16, 32, 32), (16384, 2): (16, 32, 32),
+         (18432, 2): (32, 32, 32), (32768, 2): (32, 32, 32), (2048, 4): (4, 8, 8), (4096, 4): (8, 16, 16),
+         (8192, 4): (16, 32, 32), (16384, 4): (32, 32, 32)}
 
 
 @pytest.mark.parametrize("n, elem_bytes", WARPS)
 def test_whole_row_warps_follow_the_row_bytes_and_the_row_count(n, elem_bytes):
-    many, few = (forward_config(n, elem_bytes, 132, few_rows=f) for f in (False, True))
-    assert (many.num_warps, few.num_warps) == WARPS[n, elem_bytes]
+    many, few, few_y = (forward_config(n, elem_bytes, 132, few_rows=f, stores_residual=s)
+                        for f, s in ((False, True), (True, True), (True, False)))
+    assert (many.num_warps, few.num_warps, few_y.num_warps) == WARPS[n, elem_bytes]
+    assert forward_config(n, elem_bytes, 132, stores_residual=False).num_warps == many.num_warps
     # Few rows: a program per row, so each SM holds at most one and the rows spread over SMs.
     assert few.block_m == 1 and many.block_m == max(1, F.narrow_tile_elems // many.block_n)
     assert few.block_n == many.block_n and few.weight_first == many.weight_first
@@ -138,4 +142,4 @@ def test_without_a_residual_store_whole_rows_load_the_weight_first(n, few_rows, 
     # docs/tuning.md#forward-weight-first: the forward (y only) gained at every bf16 width swept (3072-16384).
     stored, plain = (forward_config(n, elem_bytes, 132, HOPPER, few_rows, s) for s in (True, False))
     assert plain.weight_first == (plain.splits == 1 and plain.path == "rows")
-    assert dataclasses.replace(plain, weight_first=stored.weight_first) == stored
+    assert dataclasses.replace(plain, weight_first=stored.weight_first, num_warps=stored.num_warps) == stored
