@@ -176,7 +176,7 @@ HOPPER = Settings(
         looped=ForwardConfig("looped", 1, 4096, 1, 8)),
     backward=BackwardSettings(
         max_tile_n=16384, narrow_tile_elems=1024, elems_per_sm=8192, cols_per_warp=512, wait_cols_per_warp=1024,
-        sum_tile_elems=4096, columns=BackwardConfig("columns", 1, 2048, 4, 4), split_min_n=16384,
+        sum_tile_elems=4096, columns=BackwardConfig("columns", 1, 2048, 4, 4), split_min_n=8192,
         split_2byte=BackwardConfig("split", 2, 1024, 4, 4), split_4byte=BackwardConfig("split", 2, 2048, 4, 2),
         dw_sum_tile_elems=1024, dw_sum_max_p=64, dw_sum_min_cols=16, dw_sum_warps=4),
 )
