@@ -295,9 +295,8 @@ def backward_candidates(n_cols: int, elem_bytes: int, max_splits: int,
 
     Whole rows up to 16384 wide: 1-16 rows, 4-32 warps, 2-8 programs per SM
     (tiles of at most 16384 elements, at least two per thread). Wider than
-    4096: the columns and split
-    paths with 1-8 rows of 1024-4096 columns (at most 8192 elements), 4 or 8
-    warps, 2 or 4 programs per SM.
+    2048: the columns and split paths with 1-8 rows of 1024-4096 columns
+    (at most 8192 elements), 4 or 8 warps, 2 or 4 programs per SM.
     """
     rule = backward_config(n_cols, elem_bytes, max_splits, settings)
     out = [rule]
@@ -306,7 +305,7 @@ def backward_candidates(n_cols: int, elem_bytes: int, max_splits: int,
         for bm, w, per_sm in itertools.product([1, 2, 4, 8, 16], [4, 8, 16, 32], [2, 4, 8]):
             if bm * block_n <= 16384 and 32 * w <= bm * block_n // 2 and (w < 32 or block_n >= 8192):
                 out.append(BackwardConfig("rows", bm, block_n, w, per_sm))
-    if n_cols > 4096:
+    if n_cols > 2048:
         for bm, bn, w, per_sm in itertools.product([1, 2, 4, 8], [1024, 2048, 4096], [4, 8], [2, 4]):
             if bm * bn <= 8192:
                 out.append(BackwardConfig("columns", bm, bn, w, per_sm))
