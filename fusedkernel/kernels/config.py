@@ -150,6 +150,8 @@ class BackwardSettings:
     sum_tile_elems: int  # the waiting grid's own dweight sum, shares x columns: docs/tuning.md#backward-in-launch-sum
     columns: BackwardConfig  # rows too wide for a tile, in the interpreter: docs/tuning.md#backward-columns-path
     split_min_n: int  # whole-row tiles this wide or wider split on a GPU: docs/tuning.md#backward-split-path
+    split_padded_min_n: int  # 2-byte rows with tiles this wide or wider split where the row fills...
+    split_padded_max_fill: float  # ...at most this fraction of its tile: docs/tuning.md#backward-split-path
     split_2byte: BackwardConfig  # the split path for bf16/fp16: docs/tuning.md#backward-split-path
     split_4byte: BackwardConfig  # the split path for fp32: docs/tuning.md#backward-split-path
     dw_sum_tile_elems: int  # dweight shares summed in tiles of this many: docs/tuning.md#dweight-sum
@@ -176,7 +178,8 @@ HOPPER = Settings(
         looped=ForwardConfig("looped", 1, 4096, 1, 8)),
     backward=BackwardSettings(
         max_tile_n=16384, narrow_tile_elems=1024, elems_per_sm=8192, cols_per_warp=512, wait_cols_per_warp=1024,
-        sum_tile_elems=4096, columns=BackwardConfig("columns", 1, 2048, 4, 4), split_min_n=8192,
+        sum_tile_elems=4096, columns=BackwardConfig("columns", 1, 2048, 4, 4), split_min_n=16384,
+        split_padded_min_n=4096, split_padded_max_fill=0.875,
         split_2byte=BackwardConfig("split", 2, 1024, 4, 4), split_4byte=BackwardConfig("split", 2, 2048, 4, 2),
         dw_sum_tile_elems=1024, dw_sum_max_p=64, dw_sum_min_cols=16, dw_sum_warps=4),
 )
@@ -272,7 +275,10 @@ def backward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
     _check_table_args(n_cols, elem_bytes, max_splits)
     b = settings.backward
     block_n = triton.next_power_of_2(n_cols)
-    if block_n >= b.split_min_n and max_splits > 1:
+    # The split path tiles a row by 1024-2048 columns; a whole-row tile masks
+    # next_pow2(N) - N of its lanes, which costs 2-byte rows more than the exchange.
+    padded = elem_bytes == 2 and block_n >= b.split_padded_min_n and n_cols <= b.split_padded_max_fill * block_n
+    if (block_n >= b.split_min_n or padded) and max_splits > 1:
         cfg = b.split_2byte if elem_bytes == 2 else b.split_4byte
         # Where a row would need more programs than may wait at once, the
         # columns and warps double and the programs per SM halve.

@@ -12,6 +12,14 @@ from fusedkernel.kernels.config import (FALLBACK, HOPPER, SETTINGS, BackwardConf
 F, B = HOPPER.forward, HOPPER.backward
 MAX_TILE_BYTES, SPLIT_BLOCK_N, WEIGHT_FIRST_MAX_N = F.max_tile_bytes, F.split.block_n, F.weight_first_max_n
 BWD_MAX_TILE_N, BWD_SPLIT_MIN_N = B.max_tile_n, B.split_min_n
+
+
+def bwd_splits(n: int, elem_bytes: int) -> bool:
+    # docs/tuning.md#backward-split-path: wide tiles, and 2-byte rows that leave an eighth of a tile of
+    # 4096 or more masked.
+    tile = triton.next_power_of_2(n)
+    return tile >= BWD_SPLIT_MIN_N or (elem_bytes == 2 and tile >= B.split_padded_min_n
+                                       and n <= B.split_padded_max_fill * tile)
 DW_SUM_MAX_P, DW_SUM_TILE_ELEMS = B.dw_sum_max_p, B.dw_sum_tile_elems
 
 # Every power of two up to 2**20 and its neighbours, plus odd and prime widths.
@@ -57,14 +65,26 @@ def test_backward_table_covers_every_width(n, max_splits, elem_bytes):
     assert cfg.num_warps in (1, 2, 4, 8, 16, 32) and cfg.programs_per_sm >= 1
     if cfg.path == "rows":
         assert cfg.block_n >= n  # whole rows
-        assert cfg.block_n < BWD_SPLIT_MIN_N or max_splits == 1
+        assert not bwd_splits(n, elem_bytes) or max_splits == 1
         # A grid waiting for itself never runs more warps than the table's.
         assert cfg.wait_warps in (4, 8, 16) and min(4, cfg.num_warps) <= cfg.wait_warps <= cfg.num_warps
     elif cfg.path == "split":
         # Programs that wait for each other must fit at once: at most one per SM per row.
-        assert max_splits > 1 and triton.next_power_of_2(n) >= BWD_SPLIT_MIN_N and -(-n // cfg.block_n) <= max_splits
+        assert max_splits > 1 and bwd_splits(n, elem_bytes) and -(-n // cfg.block_n) <= max_splits
     else:
         assert cfg.path == "columns" and n > BWD_MAX_TILE_N
+
+
+# (n, elem_bytes) -> the backward's path on the H200 (132 SMs).
+BWD_PATHS = {(2048, 2): "rows", (2880, 2): "split", (3584, 2): "split", (3600, 2): "rows", (4096, 2): "rows",
+             (5120, 2): "split", (7168, 2): "split", (8192, 2): "rows", (16384, 2): "split",
+             (2880, 4): "rows", (5120, 4): "rows", (8192, 4): "rows", (16384, 4): "split"}
+
+
+@pytest.mark.parametrize("n, elem_bytes", BWD_PATHS)
+def test_padded_two_byte_rows_split(n, elem_bytes):
+    assert backward_config(n, elem_bytes, 132).path == BWD_PATHS[n, elem_bytes]
+    assert backward_config(n, elem_bytes, 1).path == "rows"  # the interpreter never splits
 
 
 @pytest.mark.parametrize("n_parts", list(range(1, 130)) + [264, 528, 1056, 4096])
