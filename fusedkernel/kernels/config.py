@@ -132,8 +132,8 @@ class ForwardSettings:
     max_thread_elems: int  # ...and enough that no thread holds more tile elements than this...
     min_warps: int  # ...at least this many...
     max_warps: int  # ...at most this many
-    weight_first_max_n: int  # whole rows up to this width load the weight first where the residual is stored;
-    # without that store every whole row does: docs/tuning.md#forward-weight-first
+    weight_first_max_n: int  # whole rows up to this width load the weight first where the residual is stored
+    # (decode: up to few_rows_max_tile); without that store every whole row does: docs/tuning.md#forward-weight-first
     split: ForwardConfig  # rows wider than a tile, split over programs: docs/tuning.md#forward-split-rows
     looped: ForwardConfig  # rows split over more programs than SMs: docs/tuning.md#forward-looped-path
 
@@ -232,7 +232,9 @@ def forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Sett
             warps = f.few_rows_warps * warps if block_n <= boosted else f.max_warps
         warps = min(f.max_warps, max(f.min_warps, block_n // (32 * f.max_thread_elems), warps))
         block_m = 1 if few_rows else max(1, f.narrow_tile_elems // block_n)
-        return ForwardConfig("rows", block_m, block_n, 1, warps, block_n <= f.weight_first_max_n or not stores_residual)
+        # Where the residual is stored, decode tiles past few_rows_max_tile (32 warps) load it after.
+        first_max = f.few_rows_max_tile if few_rows else f.weight_first_max_n
+        return ForwardConfig("rows", block_m, block_n, 1, warps, block_n <= first_max or not stores_residual)
     splits = triton.cdiv(n_cols, f.split.block_n)
     if splits > max_splits:
         return f.looped

@@ -40,6 +40,8 @@ def test_every_column_is_covered(n, max_splits, elem_bytes):
         assert cfg.block_n * (cfg.splits - 1) < n
         # Whole narrow rows load the weight first; elsewhere its registers cost more.
         assert cfg.weight_first == (cfg.splits == 1 and cfg.block_n <= WEIGHT_FIRST_MAX_N)
+        few = forward_config(n, elem_bytes, max_splits, few_rows=True)
+        assert few.weight_first == (few.splits == 1 and few.block_n <= F.few_rows_max_tile)
     else:
         assert cfg.path == "looped" and n * elem_bytes > MAX_TILE_BYTES
 
@@ -145,7 +147,7 @@ def test_whole_row_warps_follow_the_row_bytes_and_the_row_count(n, elem_bytes):
     assert forward_config(n, elem_bytes, 132, stores_residual=False).num_warps == many.num_warps
     # Few rows: a program per row, so each SM holds at most one and the rows spread over SMs.
     assert few.block_m == 1 and many.block_m == max(1, F.narrow_tile_elems // many.block_n)
-    assert few.block_n == many.block_n and few.weight_first == many.weight_first
+    assert few.block_n == many.block_n and few_y.weight_first and few.weight_first == (few.block_n <= 4096)
 
 
 def test_few_rows_must_be_a_bool():
