@@ -56,12 +56,14 @@ def main() -> None:
         dx = torch.empty_like(x)
         want_dx, want_dw = reference(dy, x, r, w, rstd)
         tol = 2 * torch.finfo(x.dtype).eps
+        # dw sums thousands of rows: in fp32 that is more than 2 ulp (5120 wide: 2.75e-7 of the largest).
+        tol_dw = max(tol, 1e-5)
 
         def check(cfg):
             dw = launch.backward_rows(dy, None, x, r, w, rstd, dx, cfg=cfg)
             err_dx = ((dx.double() - want_dx).abs().max() / want_dx.abs().max()).item()
             err_dw = ((dw.double() - want_dw).abs().max() / want_dw.abs().max()).item()
-            if not (err_dx < tol and err_dw < tol):
+            if not (err_dx < tol and err_dw < tol_dw):
                 raise ValueError(f"relative error dx {err_dx:.3g}, dw {err_dw:.3g}")
 
         cands = backward_candidates(n, x.element_size(), launch._max_splits(0))
