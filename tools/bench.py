@@ -469,7 +469,7 @@ def cmd_bisect(a) -> int:
             g, b = good_vals.get(e, (None,))[0], bad_vals.get(e, (None,))[0]
             return b / g if g and b else 0
         entry = max(candidates, key=step)
-        factor = 1 + verdict.threshold(conf_json, entry)
+        factor = 1 + verdict.gate_threshold(conf_json, entry)
         print(f"bisect: {entry}, threshold x{factor:.3g}, {len(after)} commits after GOOD", flush=True)
         cache = {good: good_vals, after[-1]: bad_vals}
 
@@ -517,7 +517,7 @@ def cmd_compare(a) -> int:
         return 3
     conf = asvrun.load_conf()
     vb, vh = ({e: (v, ss) for e, v, ss in verdict.entries(res)} for res in (b, h))
-    rows = [verdict.compare(e, vb[e][0], vh[e][0], vb[e][1], vh[e][1], 1 + verdict.threshold(conf, e))
+    rows = [verdict.compare(e, vb[e][0], vh[e][0], vb[e][1], vh[e][1], 1 + verdict.gate_threshold(conf, e))
             for e in sorted(vb.keys() & vh.keys())]
     rows = [r for r in rows if r.before is not None and r.after is not None
             and not (r.before != r.before or r.after != r.after)]  # NaN: not run here

@@ -353,7 +353,7 @@ def trials(raw: dict, conf: dict, family: str, cls: str, case: str, level: float
     import verdict
 
     entry = f"add_rmsnorm.{cls}.track_ratio('fused', '{case}')"
-    thr = verdict.threshold(conf, entry)
+    thr, gate_thr = verdict.threshold(conf, entry), verdict.gate_threshold(conf, entry)
     aa = [p for p in raw["processes"] if p["level"] == 0.0]
     slow = [p for p in raw["processes"] if p["level"] == level]
     realized = (statistics.median(statistics.median(p["ratios"][cls][case]) for p in slow)
@@ -368,7 +368,7 @@ def trials(raw: dict, conf: dict, family: str, cls: str, case: str, level: float
             at = len(commits) - 4
             flagged += at in publish_flags(commits, thr)
             failed += verdict.compare(entry, *commits[at - 1][:1], *commits[at][:1], commits[at - 1][1],
-                                      commits[at][1], 1 + thr).regressed
+                                      commits[at][1], 1 + gate_thr).regressed
             levels = [0.0] * culprit + [level] * (9 - culprit)  # GOOD + 8 commits, the culprit at `culprit`
             names = [f"c{i}" for i in range(9)]
 
@@ -382,11 +382,11 @@ def trials(raw: dict, conf: dict, family: str, cls: str, case: str, level: float
                     got.setdefault(c, []).extend(v[1][1])
                 return {c: stats_of(s) for c, s in got.items()}
 
-            out = bisection.bisect(names, measure, remeasure, 1 + thr, entry, echo=lambda *_: None)
+            out = bisection.bisect(names, measure, remeasure, 1 + gate_thr, entry, echo=lambda *_: None)
             named += out.named == names[culprit]
         rows.append({"family": family, "case": case, "slowdown": round(realized, 4), "target": level,
                      "placement": placement, "trials": n, "flagged_by_publish": flagged, "failed_gate": failed,
-                     "bisect_named": named, "threshold": thr})
+                     "bisect_named": named, "threshold": thr, "gate_threshold": gate_thr})
     return rows
 
 
@@ -413,10 +413,10 @@ def aa_row(raw: dict, conf: dict, family: str, cls: str, case: str) -> dict:
     import verdict
 
     entry = f"add_rmsnorm.{cls}.track_ratio('fused', '{case}')"
-    thr = verdict.threshold(conf, entry)
+    thr, gate_thr = verdict.threshold(conf, entry), verdict.gate_threshold(conf, entry)
     aa = [p for p in raw["processes"] if p["level"] == 0.0]
     history = [stats_of(p["ratios"][cls][case]) for p in aa]
-    fails = sum(verdict.compare(entry, a[0], b[0], a[1], b[1], 1 + thr).regressed
+    fails = sum(verdict.compare(entry, a[0], b[0], a[1], b[1], 1 + gate_thr).regressed
                 for a, b in zip(history, history[1:]))
     meds = [v for v, _ in history]
     by_gpu: dict[str, list[float]] = {}  # processes before GPUs were recorded: "unrecorded"
@@ -424,7 +424,7 @@ def aa_row(raw: dict, conf: dict, family: str, cls: str, case: str) -> dict:
         by_gpu.setdefault(p.get("gpu_uuid") or "unrecorded", []).append(m)
     return {"family": family, "case": case, "aa_commits": len(history),
             "false_flags_publish": len(publish_flags(history, thr)), "false_fails_gate": fails,
-            "spread": round(max(meds) / min(meds) - 1, 4), "threshold": thr,
+            "spread": round(max(meds) / min(meds) - 1, 4), "threshold": thr, "gate_threshold": gate_thr,
             "aa_median_by_gpu": {g: [len(v), round(statistics.median(v), 4)] for g, v in by_gpu.items()}}
 
 
@@ -505,16 +505,18 @@ def cmd_history(a) -> None:
 
 
 def markdown(rows: list[dict]) -> str:
-    out = ["| family | case | slowdown (measured) | placement | trials | publish | gate | bisect |",
-           "|---|---|---|---|---|---|---|---|"]
+    out = ["| family | case | slowdown (measured) | placement | trials | publish | gate | bisect | thresholds "
+           "(publish / gate, bisect) |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
+        thr = f"{r['threshold']:.3g} / {r.get('gate_threshold', r['threshold']):.3g}"
         if "aa_commits" in r:
             out.append(f"| {r['family']} | {r['case']} | A/A ({r['aa_commits']} commits, spread {r['spread']:.2%}) | "
-                       f"– | – | {r['false_flags_publish']} false flags | {r['false_fails_gate']} false fails | – |")
+                       f"– | – | {r['false_flags_publish']} false flags | {r['false_fails_gate']} false fails | – | "
+                       f"{thr} |")
         else:
             out.append(f"| {r['family']} | {r['case']} | {r['slowdown']:+.2%} (target {r['target']:.0%}) | "
                        f"{r['placement']} | {r['trials']} | {r['flagged_by_publish']} | {r['failed_gate']} | "
-                       f"{r['bisect_named']} |")
+                       f"{r['bisect_named']} | {thr} |")
     return "\n".join(out)
 
 

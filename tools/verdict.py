@@ -1,11 +1,14 @@
 """Which benchmarks are flagged, at what threshold, and whether a change is a regression.
 
 One source: ``asv.conf.json``. ``regressions_thresholds`` sets each flagged
-family's threshold (asv's rule: the largest threshold whose regex matches
-``benchmark(params)`` from the start; 0.05 where none does), and
-``regressions_first_commits`` with ``null`` marks what is never flagged. asv
-publish flags a step when the latest level exceeds the best by more than the
-threshold; the gate and the bisect use the same threshold as a factor
+family's threshold for asv publish, which compares the history across runs
+and runners (asv's rule: the largest threshold whose regex matches
+``benchmark(params)`` from the start; 0.05 where none does);
+``gate_thresholds`` (same form; where absent, ``regressions_thresholds``) sets
+it for the gate, compare and the bisect, which measure both sides in one
+session. ``regressions_first_commits`` with ``null`` marks what is never
+flagged. asv publish flags a step when the latest level exceeds the best by
+more than the threshold; the gate and the bisect use theirs as a factor
 (1 + threshold), with asv's own significance test (Mann-Whitney on the
 recorded samples, p < 0.002; confidence intervals where there are no samples).
 """
@@ -21,13 +24,25 @@ DEFAULT_THRESHOLD = 0.05  # asv's, where no regex matches
 P_THRESHOLD = 0.002  # asv's significance level (asv._stats.is_different's default)
 
 
-def thresholds(conf: dict) -> dict[str, float]:
-    return {k: float(v) for k, v in conf.get("regressions_thresholds", {}).items()}
+PUBLISH_KEY, GATE_KEY = "regressions_thresholds", "gate_thresholds"
+
+
+def thresholds(conf: dict, key: str = PUBLISH_KEY) -> dict[str, float]:
+    return {k: float(v) for k, v in conf.get(key, {}).items()}
 
 
 def threshold(conf: dict, entry: str) -> float:
     """asv publish's threshold for ``entry`` ("name(params)"): the largest matching one."""
     found = [v for k, v in thresholds(conf).items() if re.match(k, entry)]
+    return max(found) if found else DEFAULT_THRESHOLD
+
+
+def gate_threshold(conf: dict, entry: str) -> float:
+    """The gate's, compare's and the bisect's threshold for ``entry``: as :func:`threshold`, from
+    ``gate_thresholds`` where asv.conf.json has that key."""
+    if GATE_KEY not in conf:
+        return threshold(conf, entry)
+    found = [v for k, v in thresholds(conf, GATE_KEY).items() if re.match(k, entry)]
     return max(found) if found else DEFAULT_THRESHOLD
 
 
@@ -125,7 +140,7 @@ def judge(conf: dict, base, head) -> list[Comparison]:
             b, b_ss = before[entry]
             if _nan(b) or _nan(v):  # not run (outside the selection, or skipped): nothing to compare
                 continue
-            out.append(compare(entry, b, v, b_ss, ss, 1 + threshold(conf, entry)))
+            out.append(compare(entry, b, v, b_ss, ss, 1 + gate_threshold(conf, entry)))
     return out
 
 
@@ -156,6 +171,6 @@ def table(rows: list[Comparison], before: str = "before", after: str = "after") 
         ratio = "–" if r.ratio is None else f"{r.ratio:.3f}"
         lines.append(f"| {r.entry} | {fmt(r.before)} | {fmt(r.after)} | {ratio} | {p} | {label(r)} |")
     lines.append(f"\nratio = {after} / {before}. A ratio beyond the benchmark's factor (x, 1 + its asv.conf.json "
-                 f"threshold) counts only when significant: asv's Mann-Whitney test on the samples, p < {P_THRESHOLD} "
+                 f"gate threshold) counts only when significant: asv's Mann-Whitney test on the samples, p < {P_THRESHOLD} "
                  "(with too few samples, 99% confidence intervals that do not overlap).")
     return "\n".join(lines)

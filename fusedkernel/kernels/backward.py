@@ -13,7 +13,8 @@ config.py):
 * rows: persistent programs each hold whole rows, walk row blocks pid,
   pid + G, ... and keep their share of dw in registers, written once to
   ``dw_part[pid, :]``. Reads x, residual, dy and writes dx once: 4 row-trips.
-* split (GPU, wider than 4096): each row is split over adjacent programs
+* split (GPU: wider than 8192, and 2-byte rows that fill at most 7/8 of a
+  whole-row tile of 4096 or more): each row is split over adjacent programs
   that exchange their partial dot products (the forward's epoch-tagged
   exchange) and hold their tiles through it: 4 row-trips, persistent over
   row blocks, each program's dw share for its columns kept in registers.

@@ -317,7 +317,7 @@ def backward_candidates(n_cols: int, elem_bytes: int, max_splits: int,
         for bm, bn, w, per_sm in itertools.product([1, 2, 4, 8], [1024, 2048, 4096], [4, 8], [2, 4]):
             if bm * bn <= 8192:
                 out.append(BackwardConfig("columns", bm, bn, w, per_sm))
-                if triton.cdiv(n_cols, bn) <= max_splits:
+                if 2 <= triton.cdiv(n_cols, bn) <= max_splits:  # one program a row is the rows path
                     out.append(BackwardConfig("split", bm, bn, w, per_sm))
     return list(dict.fromkeys(out))
 

@@ -78,9 +78,9 @@ def test_backward_table_covers_every_width(n, max_splits, elem_bytes):
 
 
 # (n, elem_bytes) -> the backward's path on the H200 (132 SMs).
-BWD_PATHS = {(2048, 2): "rows", (2880, 2): "split", (3584, 2): "split", (3600, 2): "rows", (4096, 2): "rows",
-             (5120, 2): "split", (7168, 2): "split", (8192, 2): "rows", (16384, 2): "split",
-             (2880, 4): "rows", (5120, 4): "rows", (8192, 4): "rows", (16384, 4): "split"}
+BWD_PATHS = {(1536, 2): "rows", (2048, 2): "rows", (2880, 2): "split", (3584, 2): "split", (3600, 2): "rows",
+             (4096, 2): "rows", (5120, 2): "split", (7168, 2): "split", (7200, 2): "rows", (8192, 2): "rows",
+             (16384, 2): "split", (2880, 4): "rows", (5120, 4): "rows", (8192, 4): "rows", (16384, 4): "split"}
 
 
 @pytest.mark.parametrize("n, elem_bytes", BWD_PATHS)
@@ -165,3 +165,28 @@ def test_without_a_residual_store_whole_rows_load_the_weight_first(n, few_rows, 
     stored, plain = (forward_config(n, elem_bytes, 132, HOPPER, few_rows, s) for s in (True, False))
     assert plain.weight_first == (plain.splits == 1 and plain.path == "rows")
     assert dataclasses.replace(plain, weight_first=stored.weight_first, num_warps=stored.num_warps) == stored
+
+
+# (n, elem_bytes) -> weight first: many rows with the residual stored, decode with it stored, y only
+# (docs/tuning.md#forward-weight-first).
+WEIGHT_FIRST = {(2880, 2): (True, True, True), (4096, 2): (True, True, True), (5120, 2): (True, False, True),
+                (8192, 2): (True, False, True), (8200, 2): (False, False, True), (16384, 2): (False, False, True),
+                (2048, 4): (True, True, True), (4096, 4): (True, True, True), (8192, 4): (True, False, True)}
+
+
+@pytest.mark.parametrize("n, elem_bytes", WEIGHT_FIRST)
+def test_weight_first_follows_the_tile_and_the_residual_store(n, elem_bytes):
+    got = tuple(forward_config(n, elem_bytes, 132, few_rows=f, stores_residual=r).weight_first
+                for f, r in ((False, True), (True, True), (True, False)))
+    assert got == WEIGHT_FIRST[n, elem_bytes]
+
+
+def test_split_candidates_split():
+    # A split of one program a row is the rows path; more than max_splits would hang.
+    for n in (2049, 2880, 4096, 5120, 20000):
+        for max_splits in (1, 4, 132):
+            for cfg in backward_candidates(n, 2, max_splits)[1:]:
+                if cfg.path == "split":
+                    assert 2 <= -(-n // cfg.block_n) <= max_splits, (n, max_splits, cfg)
+    assert any(c.path == "split" for c in backward_candidates(2880, 2, 132))  # from 2048 wide
+    assert not any(c.path in ("split", "columns") for c in backward_candidates(2048, 2, 132))

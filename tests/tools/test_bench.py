@@ -583,6 +583,43 @@ def test_an_option_like_revision_is_named(fake, capsys, argv):
     refused_before_anything(fake, capsys, f"bench.py {argv[0]}: '{argv[1]}' looks like an option")
 
 
+def test_publish_and_the_gate_take_their_own_thresholds():
+    conf = {"regressions_thresholds": {"a.*": 0.025, "ab.*": 0.03}, "gate_thresholds": {"a.*": 0.015}}
+    assert verdict.threshold(conf, "abc") == 0.03 and verdict.gate_threshold(conf, "abc") == 0.015
+    assert verdict.gate_threshold(conf, "x") == verdict.DEFAULT_THRESHOLD  # the gate's key has no match
+    del conf["gate_thresholds"]
+    assert verdict.gate_threshold(conf, "abc") == 0.03  # no gate key: publish's
+    # The project's: prefill publish above the lease-to-lease drift, the gate at the one-session spread.
+    conf = asvrun.load_conf()
+    prefill = "add_rmsnorm.Inference.track_ratio('fused', 'bf16 8192x2880')"
+    assert verdict.threshold(conf, prefill) == 0.025 and verdict.gate_threshold(conf, prefill) == 0.015
+
+
+def test_the_gate_judges_at_the_gate_threshold():
+    class R:
+        def __init__(self, v):
+            self.v = v
+
+        def get_all_result_keys(self):
+            return ["e"]
+
+        def get_result_params(self, name):
+            return []
+
+        def get_result_value(self, name, params):
+            return [self.v]
+
+        def get_result_stats(self, name, params):
+            return [None]
+
+        def get_result_samples(self, name, params):
+            return [None]
+
+    conf = {"regressions_thresholds": {"e": 0.05}, "gate_thresholds": {"e": 0.01}}
+    (row,) = verdict.judge(conf, R(1.0), R(1.02))  # +2%: within publish's 5%, beyond the gate's 1%
+    assert row.factor == 1.01 and row.regressed
+
+
 def test_the_table_says_what_each_verdict_means():
     """12: each verdict says its condition; the significance level is stated once, under the table."""
     rows = [verdict.Comparison("slow", 1.0, 1.285, 1.03, True, 0.0002),

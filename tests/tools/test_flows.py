@@ -123,9 +123,12 @@ def build_history(repo: pathlib.Path) -> History:
         ops.write_text(original.replace(ANCHOR, '    """\n' + "".join(lines) + ANCHOR[8:]))
 
     conf = repo / "asv.conf.json"
-    conf.write_text(conf.read_text().replace(
-        '"regressions_thresholds": {',
-        '"regressions_thresholds": {\n        ".*track_ratio\\\\(\'fused\', \'bf16 1x64\'\\\\)": 5.0,', 1))
+    text = conf.read_text()
+    for key in ("regressions_thresholds", "gate_thresholds"):  # publish's, and the gate's and bisect's
+        assert text.count(f'"{key}": {{') == 1, key
+        text = text.replace(f'"{key}": {{',
+                            f'"{key}": {{\n        ".*track_ratio\\\\(\'fused\', \'bf16 1x64\'\\\\)": 5.0,')
+    conf.write_text(text)
     plant(HOOKS)
     commit("h", "test settings and hooks")
     commit("c1", "unchanged 1")

@@ -36,3 +36,15 @@ def test_json_rows_are_written_whole(tmp_path):
     _sweep.write_json(str(path), [{"case": "bf16 1x64", "fraction": 0.5}, {"case": "bf16 8x64", "fraction": 0.7}])
     assert [r["case"] for r in json.loads(path.read_text())] == ["bf16 1x64", "bf16 8x64"]
     assert list(tmp_path.iterdir()) == [path]  # no temporary file left behind
+
+
+def test_a_json_path_that_cannot_be_written_is_refused_before_measuring(tmp_path):
+    import argparse
+
+    import pytest
+
+    assert _sweep.json_path(str(tmp_path / "rows.json")) == str(tmp_path / "rows.json")
+    assert list(tmp_path.iterdir()) == []  # the probe leaves nothing
+    for bad in ("/proc/rows.json", str(tmp_path / "missing" / "rows.json"), str(tmp_path), ""):
+        with pytest.raises(argparse.ArgumentTypeError):
+            _sweep.json_path(bad)

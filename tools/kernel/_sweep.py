@@ -75,8 +75,14 @@ def json_path(text: str) -> str:
         raise argparse.ArgumentTypeError(f"{text} is a directory, not a file")
     if not path.parent.is_dir():
         raise argparse.ArgumentTypeError(f"{path.parent} is not an existing directory")
-    if not os.access(path.parent, os.W_OK):
-        raise argparse.ArgumentTypeError(f"{path.parent} is not writable")
+    # Try it: os.access says yes to root, and /proc or a read-only mount would
+    # only fail after the first case's sweep.
+    probe = pathlib.Path(f"{path}.tmp")
+    try:
+        probe.write_text("")
+        probe.unlink()
+    except OSError as e:
+        raise argparse.ArgumentTypeError(f"{path.parent} is not writable ({e.strerror})")
     return text
 
 

@@ -41,7 +41,10 @@ def main() -> None:
     ap.add_argument("--paths", default=",".join(PATHS), help="sweep only these paths (comma-separated)")
     ap.add_argument("--json", type=json_path, help="write every measured candidate to this file as well")
     a = ap.parse_args()
-    paths = names(a.paths, "--paths")
+    try:
+        paths = names(a.paths, "--paths")
+    except ValueError as e:
+        ap.error(str(e))
     if not set(paths) <= set(PATHS):
         ap.error(f"--paths: {sorted(set(paths) - set(PATHS))} not among {PATHS}")
     header()
