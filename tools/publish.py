@@ -113,7 +113,7 @@ def machine_section(machine: str, results_dir: pathlib.Path, prov_dir: pathlib.P
             elif conf is None:
                 flag = "not flagged (interpreter)"
             elif verdict.flagged(conf, entry):
-                flag = f"ok (flags at +{verdict.threshold(conf, entry) * 100:.3g}%)"
+                flag = f"ok (flags a level +{verdict.threshold(conf, entry) * 100:.3g}% over the best)"
             else:
                 flag = "not flagged"
             link = graph_link(cls_of[op], "track_ratio", {"impl": "fused", "case": r.case}, machine, site_prefix)
