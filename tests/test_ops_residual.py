@@ -164,8 +164,9 @@ def test_residual_flags_must_be_bools(flags, got, device):
 @pytest.mark.parametrize("form, stored", [({}, False), ({"return_residual": True}, True),
                                           ({"inplace_residual": True}, True)])
 def test_the_launch_rule_is_told_whether_the_residual_is_stored(form, stored, device, monkeypatch):
-    # The forward (y only) loads the weight first at widths where a residual-storing launch does
-    # not (docs/tuning.md#forward-weight-first): 5120 is one of them.
+    # The forward (y only) loads the weight first where a residual-storing launch does not
+    # (docs/tuning.md#forward-weight-first: decode past 4096-wide tiles, and from 16384), so the
+    # rule must be told which launch it is.
     from fusedkernel.kernels import launch
 
     asked, rule = [], launch.forward_config
