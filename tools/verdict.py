@@ -31,19 +31,16 @@ def thresholds(conf: dict, key: str = PUBLISH_KEY) -> dict[str, float]:
     return {k: float(v) for k, v in conf.get(key, {}).items()}
 
 
-def threshold(conf: dict, entry: str) -> float:
-    """asv publish's threshold for ``entry`` ("name(params)"): the largest matching one."""
-    found = [v for k, v in thresholds(conf).items() if re.match(k, entry)]
+def threshold(conf: dict, entry: str, key: str = PUBLISH_KEY) -> float:
+    """asv publish's threshold for ``entry`` ("name(params)"), or ``key``'s: the largest matching one."""
+    found = [v for k, v in thresholds(conf, key).items() if re.match(k, entry)]
     return max(found) if found else DEFAULT_THRESHOLD
 
 
 def gate_threshold(conf: dict, entry: str) -> float:
-    """The gate's, compare's and the bisect's threshold for ``entry``: as :func:`threshold`, from
-    ``gate_thresholds`` where asv.conf.json has that key."""
-    if GATE_KEY not in conf:
-        return threshold(conf, entry)
-    found = [v for k, v in thresholds(conf, GATE_KEY).items() if re.match(k, entry)]
-    return max(found) if found else DEFAULT_THRESHOLD
+    """The gate's, compare's and the bisect's threshold for ``entry``: from ``gate_thresholds`` where
+    asv.conf.json has that key, else publish's."""
+    return threshold(conf, entry, GATE_KEY if GATE_KEY in conf else PUBLISH_KEY)
 
 
 def flagged(conf: dict, entry: str) -> bool:
@@ -171,6 +168,6 @@ def table(rows: list[Comparison], before: str = "before", after: str = "after") 
         ratio = "–" if r.ratio is None else f"{r.ratio:.3f}"
         lines.append(f"| {r.entry} | {fmt(r.before)} | {fmt(r.after)} | {ratio} | {p} | {label(r)} |")
     lines.append(f"\nratio = {after} / {before}. A ratio beyond the benchmark's factor (x, 1 + its asv.conf.json "
-                 f"gate threshold) counts only when significant: asv's Mann-Whitney test on the samples, p < {P_THRESHOLD} "
-                 "(with too few samples, 99% confidence intervals that do not overlap).")
+                 "gate threshold) counts only when significant: asv's Mann-Whitney test on the samples, "
+                 f"p < {P_THRESHOLD} (with too few samples, 99% confidence intervals that do not overlap).")
     return "\n".join(lines)
