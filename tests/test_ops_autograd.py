@@ -246,6 +246,30 @@ def test_split_backward_on_gpu(dtype, rows, n):
         torch.testing.assert_close(dw.double(), want_dw, rtol=rtol, atol=atol * want_dw.abs().max().item())
 
 
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+@pytest.mark.parametrize("rows, n", [(1, 2880), (3, 2056), (300, 3584), (133, 4104), (37, 5120), (8191, 7168),
+                                     (8192, 2048)])
+def test_whole_row_backward_at_model_widths_on_gpu(dtype, rows, n):
+    # The rows path's persistent grid, which loads each program's next row
+    # block ahead: padded tiles (2056 and 4104 about half filled), one row,
+    # fewer row blocks than programs, and row counts that leave the last
+    # programs one block short.
+    from fusedkernel.kernels.config import backward_config
+
+    assert backward_config(n, dtype.itemsize, torch.cuda.get_device_properties(0).multi_processor_count).path == "rows"
+    for seed, with_dres in ((1, False), (2, True)):
+        x, r, dy, dres = (rand((rows, n), dtype, "cuda", seed=seed + k) for k in range(4))
+        w = rand((n,), dtype, "cuda", seed=seed + 4)
+        rstd, want_dx, want_dw = backward64(dy, x, r, w)
+        dx = torch.empty_like(x)
+        dw = backward_rows(dy, dres if with_dres else None, x, r, w, rstd.float(), dx)
+        rtol, atol = TOL[dtype]
+        want_dx = want_dx + dres.double() if with_dres else want_dx
+        torch.testing.assert_close(dx.double(), want_dx, rtol=rtol, atol=atol * want_dx.abs().max().item())
+        torch.testing.assert_close(dw.double(), want_dw, rtol=rtol, atol=atol * want_dw.abs().max().item())
+
+
 @pytest.mark.parametrize("dual", ["x", "residual", "weight"])
 def test_forward_mode_ad_is_refused(dual, device):
     # The kernel would read the primal and drop the tangent without a word.

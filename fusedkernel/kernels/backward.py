@@ -11,10 +11,10 @@ normalized); rstd is the forward's fp32 rstd. Three paths (chosen in
 config.py):
 
 * rows: persistent programs each hold whole rows, walk row blocks pid,
-  pid + G, ... and keep their share of dw in registers, written once to
-  ``dw_part[pid, :]``. Reads x, residual, dy and writes dx once: 4 row-trips.
-* split (GPU: wider than 8192, and 2-byte rows that fill at most 7/8 of a
-  whole-row tile of 4096 or more): each row is split over adjacent programs
+  pid + G, ... (loading the next block before this one's sums) and keep
+  their share of dw in registers, written once to ``dw_part[pid, :]``.
+  Reads x, residual, dy and writes dx once: 4 row-trips.
+* split (GPU: wider than 8192): each row is split over adjacent programs
   that exchange their partial dot products (the forward's epoch-tagged
   exchange) and hold their tiles through it: 4 row-trips, persistent over
   row blocks, each program's dw share for its columns kept in registers.
@@ -59,23 +59,28 @@ def _bwd_rows_kernel(
     # reduction across rows each step would cross warps (shared memory and a
     # barrier per step).
     dw = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-    for start in tl.range(pid * BLOCK_M, n_rows, n_progs * BLOCK_M):
-        rows = start + tl.arange(0, BLOCK_M).to(tl.int64)
+    # The next row block's loads are issued before this block's sums, so
+    # their DRAM latency overlaps this block's math (docs/tuning.md#backward-whole-rows).
+    n_blocks = tl.cdiv(n_rows, BLOCK_M)
+    x, r, dy = _bwd_tile(x_ptr, r_ptr, dy_ptr, pid, n_blocks, n_rows, cols, col_ok, stride_x, stride_r, stride_dy,
+                         BLOCK_M)
+    for block in tl.range(pid, n_blocks, n_progs):
+        rows = tl.cast(block, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
         row_ok = rows < n_rows
         mask = row_ok[:, None] & col_ok[None, :]
-        t = (tl.load(x_ptr + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-             + tl.load(r_ptr + rows[:, None] * stride_r + cols[None, :], mask=mask, other=0.0).to(tl.float32))
-        dy = tl.load(dy_ptr + rows[:, None] * stride_dy + cols[None, :], mask=mask, other=0.0).to(tl.float32)
         rstd = tl.load(rstd_ptr + rows, mask=row_ok, other=0.0)
-        t_hat = t * rstd[:, None]
-        g = dy * w[None, :]
+        t_hat = (x.to(tl.float32) + r.to(tl.float32)) * rstd[:, None]
+        dy32 = dy.to(tl.float32)
+        x, r, dy = _bwd_tile(x_ptr, r_ptr, dy_ptr, block + n_progs, n_blocks, n_rows, cols, col_ok, stride_x,
+                             stride_r, stride_dy, BLOCK_M)
+        g = dy32 * w[None, :]
         c = tl.sum(g * t_hat, axis=1) / n_cols
         dt = rstd[:, None] * (g - t_hat * c[:, None])
         if HAS_DRES:
             dt += tl.load(dres_ptr + rows[:, None] * stride_dres + cols[None, :],
                           mask=mask, other=0.0).to(tl.float32)
         tl.store(dx_ptr + rows[:, None] * stride_dx + cols[None, :], dt.to(dx_ptr.dtype.element_ty), mask=mask)
-        dw += dy * t_hat
+        dw += dy32 * t_hat
     tl.store(dw_part_ptr + pid.to(tl.int64) * n_cols + cols, tl.sum(dw, axis=0), mask=col_ok)
     if SUM_N > 0:
         _sum_after_barrier(dw_part_ptr, dw_ptr, count_ptr, pid, n_progs, n_cols, SUM_P, SUM_N)

@@ -145,13 +145,11 @@ class BackwardSettings:
     max_tile_n: int  # widest whole row without the split path: docs/tuning.md#backward-whole-rows
     narrow_tile_elems: int  # elements per program for narrow rows: docs/tuning.md#backward-whole-rows
     elems_per_sm: int  # elements in flight per SM, sets programs per SM: docs/tuning.md#backward-whole-rows
-    cols_per_warp: int  # whole-row warps: one per this many columns, 4 to 16: docs/tuning.md#backward-whole-rows
+    bytes_per_warp: int  # whole-row warps: one per this many bytes of the tile's rows, 4 to 16: docs/tuning.md#backward-whole-rows
     wait_cols_per_warp: int  # warps of a grid that waits for itself: docs/tuning.md#backward-decode-waits
     sum_tile_elems: int  # the waiting grid's own dweight sum, shares x columns: docs/tuning.md#backward-in-launch-sum
     columns: BackwardConfig  # rows too wide for a tile, in the interpreter: docs/tuning.md#backward-columns-path
     split_min_n: int  # whole-row tiles this wide or wider split on a GPU: docs/tuning.md#backward-split-path
-    split_padded_min_n: int  # 2-byte rows with tiles this wide or wider split where the row fills...
-    split_padded_max_fill: float  # ...at most this fraction of its tile: docs/tuning.md#backward-split-path
     split_2byte: BackwardConfig  # the split path for bf16/fp16: docs/tuning.md#backward-split-path
     split_4byte: BackwardConfig  # the split path for fp32: docs/tuning.md#backward-split-path
     dw_sum_tile_elems: int  # dweight shares summed in tiles of this many: docs/tuning.md#dweight-sum
@@ -177,9 +175,8 @@ HOPPER = Settings(
         weight_first_max_n=8192, split=ForwardConfig("rows", 2, 2048, 1, 4),
         looped=ForwardConfig("looped", 1, 4096, 1, 8)),
     backward=BackwardSettings(
-        max_tile_n=16384, narrow_tile_elems=1024, elems_per_sm=8192, cols_per_warp=512, wait_cols_per_warp=1024,
+        max_tile_n=16384, narrow_tile_elems=1024, elems_per_sm=8192, bytes_per_warp=1024, wait_cols_per_warp=1024,
         sum_tile_elems=4096, columns=BackwardConfig("columns", 1, 2048, 4, 4), split_min_n=16384,
-        split_padded_min_n=4096, split_padded_max_fill=0.875,
         split_2byte=BackwardConfig("split", 2, 1024, 4, 4), split_4byte=BackwardConfig("split", 2, 2048, 4, 2),
         dw_sum_tile_elems=1024, dw_sum_max_p=64, dw_sum_min_cols=16, dw_sum_warps=4),
 )
@@ -277,10 +274,7 @@ def backward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
     _check_table_args(n_cols, elem_bytes, max_splits)
     b = settings.backward
     block_n = triton.next_power_of_2(n_cols)
-    # The split path tiles a row by 1024-2048 columns; a whole-row tile masks
-    # next_pow2(N) - N of its lanes, which costs 2-byte rows more than the exchange.
-    padded = elem_bytes == 2 and block_n >= b.split_padded_min_n and n_cols <= b.split_padded_max_fill * block_n
-    if (block_n >= b.split_min_n or padded) and max_splits > 1:
+    if block_n >= b.split_min_n and max_splits > 1:
         cfg = b.split_2byte if elem_bytes == 2 else b.split_4byte
         # Where a row would need more programs than may wait at once, the
         # columns and warps double and the programs per SM halve.
@@ -292,8 +286,8 @@ def backward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
     if block_n > b.max_tile_n:
         return b.columns
     block_m = max(1, b.narrow_tile_elems // block_n)
-    warps = max(4, min(16, block_n // b.cols_per_warp))
-    return BackwardConfig("rows", block_m, block_n, warps, max(2, b.elems_per_sm // (block_m * block_n)),
+    warps = max(4, min(16, block_n * elem_bytes // b.bytes_per_warp))
+    return BackwardConfig("rows", block_m, block_n, warps, max(1, b.elems_per_sm // (block_m * block_n)),
                           max(4, min(warps, block_n // b.wait_cols_per_warp)))
 
 
@@ -301,7 +295,7 @@ def backward_candidates(n_cols: int, elem_bytes: int, max_splits: int,
                         settings: Settings = HOPPER) -> list[BackwardConfig]:
     """What ``tools/kernel/tune_backward.py`` sweeps: the rule's choice first, then a grid around it.
 
-    Whole rows up to 16384 wide: 1-16 rows, 4-32 warps, 2-8 programs per SM
+    Whole rows up to 16384 wide: 1-16 rows, 4-32 warps, 1-4 or 8 programs per SM
     (tiles of at most 16384 elements, at least two per thread). Wider than
     2048: the columns and split paths with 1-8 rows of 1024-4096 columns
     (at most 8192 elements), 4 or 8 warps, 2 or 4 programs per SM.
@@ -310,7 +304,7 @@ def backward_candidates(n_cols: int, elem_bytes: int, max_splits: int,
     out = [rule]
     block_n = triton.next_power_of_2(n_cols)
     if block_n <= 16384:
-        for bm, w, per_sm in itertools.product([1, 2, 4, 8, 16], [4, 8, 16, 32], [2, 4, 8]):
+        for bm, w, per_sm in itertools.product([1, 2, 4, 8, 16], [4, 8, 16, 32], [1, 2, 3, 4, 8]):
             if bm * block_n <= 16384 and 32 * w <= bm * block_n // 2 and (w < 32 or block_n >= 8192):
                 out.append(BackwardConfig("rows", bm, block_n, w, per_sm))
     if n_cols > 2048:

@@ -15,11 +15,8 @@ BWD_MAX_TILE_N, BWD_SPLIT_MIN_N = B.max_tile_n, B.split_min_n
 
 
 def bwd_splits(n: int, elem_bytes: int) -> bool:
-    # docs/tuning.md#backward-split-path: wide tiles, and 2-byte rows that leave an eighth of a tile of
-    # 4096 or more masked.
-    tile = triton.next_power_of_2(n)
-    return tile >= BWD_SPLIT_MIN_N or (elem_bytes == 2 and tile >= B.split_padded_min_n
-                                       and n <= B.split_padded_max_fill * tile)
+    # docs/tuning.md#backward-split-path: tiles of 16384 or wider, in any dtype.
+    return triton.next_power_of_2(n) >= BWD_SPLIT_MIN_N
 DW_SUM_MAX_P, DW_SUM_TILE_ELEMS = B.dw_sum_max_p, B.dw_sum_tile_elems
 
 # Every power of two up to 2**20 and its neighbours, plus odd and prime widths.
@@ -77,16 +74,31 @@ def test_backward_table_covers_every_width(n, max_splits, elem_bytes):
         assert cfg.path == "columns" and n > BWD_MAX_TILE_N
 
 
-# (n, elem_bytes) -> the backward's path on the H200 (132 SMs).
-BWD_PATHS = {(1536, 2): "rows", (2048, 2): "rows", (2880, 2): "split", (3584, 2): "split", (3600, 2): "rows",
-             (4096, 2): "rows", (5120, 2): "split", (7168, 2): "split", (7200, 2): "rows", (8192, 2): "rows",
-             (16384, 2): "split", (2880, 4): "rows", (5120, 4): "rows", (8192, 4): "rows", (16384, 4): "split"}
+# (n, elem_bytes) -> the backward's path on the H200 (132 SMs): whole rows up to 8192 wide, padded
+# tiles included (2880, 5120, 7168); split from a tile of 16384.
+BWD_PATHS = {(1536, 2): "rows", (2048, 2): "rows", (2880, 2): "rows", (3584, 2): "rows", (5120, 2): "rows",
+             (7168, 2): "rows", (8192, 2): "rows", (8200, 2): "split", (16384, 2): "split", (2880, 4): "rows",
+             (5120, 4): "rows", (8192, 4): "rows", (16384, 4): "split"}
 
 
 @pytest.mark.parametrize("n, elem_bytes", BWD_PATHS)
-def test_padded_two_byte_rows_split(n, elem_bytes):
+def test_backward_paths(n, elem_bytes):
     assert backward_config(n, elem_bytes, 132).path == BWD_PATHS[n, elem_bytes]
     assert backward_config(n, elem_bytes, 1).path == "rows"  # the interpreter never splits
+
+
+# (n, elem_bytes) -> (rows, warps, programs per SM) of the backward's whole rows, by the rule of
+# docs/tuning.md#backward-whole-rows: 1024 elements a tile at least, one warp per 1024 bytes of the
+# tile's rows (4 to 16), 8192 elements per SM (one program at least).
+BWD_ROWS = {(512, 2): (2, 4, 8), (1024, 2): (1, 4, 8), (2048, 2): (1, 4, 4), (2880, 2): (1, 8, 2),
+            (4096, 2): (1, 8, 2), (5120, 2): (1, 16, 1), (8192, 2): (1, 16, 1), (1024, 4): (1, 4, 8),
+            (2048, 4): (1, 8, 4), (4096, 4): (1, 16, 2), (5120, 4): (1, 16, 1), (8192, 4): (1, 16, 1)}
+
+
+@pytest.mark.parametrize("n, elem_bytes", BWD_ROWS)
+def test_backward_whole_row_settings(n, elem_bytes):
+    cfg = backward_config(n, elem_bytes, 132)
+    assert (cfg.block_m, cfg.num_warps, cfg.programs_per_sm) == BWD_ROWS[n, elem_bytes]
 
 
 @pytest.mark.parametrize("n_parts", list(range(1, 130)) + [264, 528, 1056, 4096])
