@@ -143,9 +143,9 @@ class BackwardSettings:
     """The numbers of the backward rule (:func:`backward_config`)."""
 
     max_tile_n: int  # widest whole row without the split path: docs/tuning.md#backward-whole-rows
-    narrow_tile_elems: int  # elements per program for narrow rows: docs/tuning.md#backward-whole-rows
-    elems_per_sm: int  # elements in flight per SM, sets programs per SM: docs/tuning.md#backward-whole-rows
-    bytes_per_warp: int  # whole-row warps: one per this many bytes of the tile's rows, 4 to 16: docs/tuning.md#backward-whole-rows
+    narrow_tile_bytes: int  # whole rows per program: as many as fit in this many bytes (one at least)...
+    bytes_per_sm: int  # ...programs per SM: as many tiles as fit in this many bytes (one at least)...
+    bytes_per_warp: int  # ...warps: one per this many bytes of a row, 4 to 16: docs/tuning.md#backward-whole-rows
     wait_cols_per_warp: int  # warps of a grid that waits for itself: docs/tuning.md#backward-decode-waits
     sum_tile_elems: int  # the waiting grid's own dweight sum, shares x columns: docs/tuning.md#backward-in-launch-sum
     columns: BackwardConfig  # rows too wide for a tile, in the interpreter: docs/tuning.md#backward-columns-path
@@ -175,7 +175,7 @@ HOPPER = Settings(
         weight_first_max_n=8192, split=ForwardConfig("rows", 2, 2048, 1, 4),
         looped=ForwardConfig("looped", 1, 4096, 1, 8)),
     backward=BackwardSettings(
-        max_tile_n=16384, narrow_tile_elems=1024, elems_per_sm=8192, bytes_per_warp=1024, wait_cols_per_warp=1024,
+        max_tile_n=16384, narrow_tile_bytes=8192, bytes_per_sm=16384, bytes_per_warp=1024, wait_cols_per_warp=1024,
         sum_tile_elems=4096, columns=BackwardConfig("columns", 1, 2048, 4, 4), split_min_n=16384,
         split_2byte=BackwardConfig("split", 2, 1024, 4, 4), split_4byte=BackwardConfig("split", 2, 2048, 4, 2),
         dw_sum_tile_elems=1024, dw_sum_max_p=64, dw_sum_min_cols=16, dw_sum_warps=4),
@@ -285,9 +285,10 @@ def backward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
             return cfg
     if block_n > b.max_tile_n:
         return b.columns
-    block_m = max(1, b.narrow_tile_elems // block_n)
-    warps = max(4, min(16, block_n * elem_bytes // b.bytes_per_warp))
-    return BackwardConfig("rows", block_m, block_n, warps, max(1, b.elems_per_sm // (block_m * block_n)),
+    row_bytes = block_n * elem_bytes
+    block_m = max(1, b.narrow_tile_bytes // row_bytes)
+    warps = max(4, min(16, row_bytes // b.bytes_per_warp))
+    return BackwardConfig("rows", block_m, block_n, warps, max(1, b.bytes_per_sm // (block_m * row_bytes)),
                           max(4, min(warps, block_n // b.wait_cols_per_warp)))
 
 

@@ -88,11 +88,11 @@ def test_backward_paths(n, elem_bytes):
 
 
 # (n, elem_bytes) -> (rows, warps, programs per SM) of the backward's whole rows, by the rule of
-# docs/tuning.md#backward-whole-rows: 1024 elements a tile at least, one warp per 1024 bytes of the
-# tile's rows (4 to 16), 8192 elements per SM (one program at least).
-BWD_ROWS = {(512, 2): (2, 4, 8), (1024, 2): (1, 4, 8), (2048, 2): (1, 4, 4), (2880, 2): (1, 8, 2),
-            (4096, 2): (1, 8, 2), (5120, 2): (1, 16, 1), (8192, 2): (1, 16, 1), (1024, 4): (1, 4, 8),
-            (2048, 4): (1, 8, 4), (4096, 4): (1, 16, 2), (5120, 4): (1, 16, 1), (8192, 4): (1, 16, 1)}
+# docs/tuning.md#backward-whole-rows, in bytes of the tile (next_pow2(N) wide): rows up to 8 KiB a
+# tile (one at least), tiles up to 16 KiB per SM (one at least), one warp per KiB of a row (4 to 16).
+BWD_ROWS = {(512, 2): (8, 4, 2), (1024, 2): (4, 4, 2), (2048, 2): (2, 4, 2), (2880, 2): (1, 8, 2),
+            (4096, 2): (1, 8, 2), (5120, 2): (1, 16, 1), (8192, 2): (1, 16, 1), (1024, 4): (2, 4, 2),
+            (2048, 4): (1, 8, 2), (4096, 4): (1, 16, 1), (5120, 4): (1, 16, 1), (8192, 4): (1, 16, 1)}
 
 
 @pytest.mark.parametrize("n, elem_bytes", BWD_ROWS)
