@@ -205,6 +205,27 @@ def test_dweight_shares_sum_to_the_float64_sum(dtype, parts, n, device):
 
 
 @pytest.mark.cuda
+@pytest.mark.parametrize("rows, n, dtype, kernels", [
+    (32, 8192, torch.bfloat16, ["_bwd_rows_kernel"]),  # decode: one row block per program, in-launch sum
+    (132, 4096, torch.float32, ["_bwd_rows_kernel"]),
+    # One program per SM walking many row blocks (prefill): the table's warps and the sum launch.
+    # Taking the decode wait there ran 4 warps at fp32 4096: forward+backward 0.950 -> 0.900 of the floor.
+    (8192, 4096, torch.float32, ["_bwd_rows_kernel", "_dw_sum_kernel"]),
+    (4096, 8192, torch.bfloat16, ["_bwd_rows_kernel", "_dw_sum_kernel"])])
+def test_backward_waits_for_itself_only_at_decode_on_gpu(rows, n, dtype, kernels):
+    from helpers import kernels_seen_by_launch_hook
+
+    x, r, dy = (rand((rows, n), dtype, "cuda", seed=k) for k in range(3))
+    w = rand((n,), dtype, "cuda", seed=3)
+    rstd, want_dx, want_dw = backward64(dy, x, r, w)
+    dx = torch.empty_like(x)
+    dw, seen = kernels_seen_by_launch_hook(lambda: backward_rows(dy, None, x, r, w, rstd.float(), dx))
+    assert seen == kernels
+    rtol, atol = TOL[dtype]
+    torch.testing.assert_close(dw.double(), want_dw, rtol=rtol, atol=atol * want_dw.abs().max().item())
+
+
+@pytest.mark.cuda
 @pytest.mark.parametrize("rows, n", [(2, 4096), (37, 300), (132, 4096), (133, 4096), (32, 8192), (8, 16384)])
 def test_backward_sums_dweight_in_its_own_launch_on_gpu(rows, n):
     # Up to one program per SM (132 on the H200), the rows kernel waits for

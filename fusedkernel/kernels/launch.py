@@ -289,9 +289,11 @@ def backward_rows(dy2: torch.Tensor, dres2: torch.Tensor | None, x2: torch.Tenso
             dw_part = _dw_parts(n_progs, weight)
             dw = count = None
             sum_p = sum_n = 0
-            # A grid of at most one program per SM is resident at once, so it
-            # can wait for itself and sum dw_part in the same launch.
-            if 1 < n_progs <= sms:
+            # A grid of at most one program per SM, each holding one row block
+            # (decode), is resident at once, so it waits for itself and sums
+            # dw_part in the same launch; a prefill grid of one program per SM
+            # keeps its warps and the sum launch (docs/tuning.md#backward-decode-waits).
+            if 1 < row_blocks <= sms:
                 meta["num_warps"] = cfg.wait_warps or cfg.num_warps
                 dw = torch.empty_like(weight)
                 count = _counter_buffer(x2.device, 1, n_progs)
