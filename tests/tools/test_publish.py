@@ -34,7 +34,9 @@ def test_publish_runs_where_only_asv_is_installed():
                  "Inference.track_ratio('fused', 'bf16 8192x2880')",
                  "ForwardResidual.track_ratio('fused', 'bf16 8192x16384')",
                  "ForwardResidual.track_ratio('fused', 'bf16 1024x65536')",
-                 "ForwardResidual.track_ratio('fused', 'fp32 8192x5120')"):
+                 "ForwardResidual.track_ratio('fused', 'fp32 8192x5120')",
+                 # Unchanged kernels, +3.7% over five leases: the wide row flags at 5%.
+                 "Training.track_ratio('fused', 'bf16 1024x65536')"):
         assert f"add_rmsnorm.{case}" not in flagged
 
 
