@@ -118,6 +118,42 @@ def _check_one_by_one(x: object, residual: object, weight: object, eps: object) 
     return check_eps(eps)
 
 
+def check_backward(dy: object, dres: object, x: object, residual: object, weight: object, rstd: object) -> None:
+    """Check the backward op's arguments (``torch.ops.fusedkernel.add_rmsnorm_bwd`` is callable directly).
+
+    Expected: x, residual and weight as for :func:`check_inputs`; dy, and dres
+    unless None, dense tensors of x's shape and dtype on x's device; rstd a
+    contiguous float32 tensor of one value per row, shape (rows,).
+
+    Raises:
+        TypeError: a non-tensor or a wrong dtype.
+        ValueError: a wrong shape, device or layout.
+    """
+    check_inputs(x, residual, weight, 1.0)
+    for name, t in (("dy", dy), ("dres", dres)):
+        if t is None and name == "dres":
+            continue
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.layout != torch.strided or t.is_nested:
+            raise ValueError(f"{name} must be a dense strided tensor, got layout {t.layout}")
+        if t.dtype != x.dtype:
+            raise TypeError(f"{name} must have x's dtype {x.dtype}, got {t.dtype}")
+        if t.shape != x.shape or t.device != x.device:
+            raise ValueError(f"{name} must have x's shape {tuple(x.shape)} on {x.device}, got "
+                             f"{tuple(t.shape)} on {t.device}")
+    rows = x.numel() // x.shape[-1]
+    if not isinstance(rstd, torch.Tensor):
+        raise TypeError(f"rstd must be a torch.Tensor, got {type(rstd).__name__}")
+    if rstd.dtype != torch.float32:
+        raise TypeError(f"rstd must be float32 (the forward's), got {rstd.dtype}")
+    if rstd.layout != torch.strided or rstd.is_nested:
+        raise ValueError(f"rstd must be a dense strided tensor, got layout {rstd.layout}")
+    if rstd.shape != (rows,) or rstd.device != x.device or (rows > 1 and rstd.stride(0) != 1):
+        raise ValueError(f"rstd must be a contiguous ({rows},) tensor (one per row of x) on {x.device}, got "
+                         f"shape {tuple(rstd.shape)}, stride {rstd.stride()} on {rstd.device}")
+
+
 def rows_view(t: torch.Tensor, name: str) -> torch.Tensor:
     """View ``t`` (..., N) as (rows, N) without copying.
 

@@ -12,7 +12,7 @@ import torch
 import torch.autograd.forward_ad as _fwad
 from torch import Tensor
 
-from ._validation import check_inplace, check_inputs, rows_view
+from ._validation import check_backward, check_inplace, check_inputs, rows_view
 from .kernels.launch import INTERPRET, backward_rows, forward_rows
 
 
@@ -73,6 +73,7 @@ def _(x, residual, weight, eps):
 @torch.library.custom_op("fusedkernel::add_rmsnorm_bwd", mutates_args=())
 def _bwd_op(dy: Tensor, dres: Tensor | None, x: Tensor, residual: Tensor, weight: Tensor,
             rstd: Tensor) -> tuple[Tensor, Tensor]:
+    check_backward(dy, dres, x, residual, weight, rstd)
     n = x.shape[-1]
     dx = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     if x.numel() == 0:
@@ -111,6 +112,15 @@ def _backward(ctx, dy, dres, _drstd):
 
 
 _fwd_op.register_autograd(_backward, setup_context=_setup_context)
+
+
+def _no_double_backward(ctx, ddx, ddw):
+    raise NotImplementedError("add_rmsnorm has no double backward: a second backward through a graph "
+                              "built with create_graph=True is not supported")
+
+
+# Without it the second backward fails with PyTorch's "no autograd formula was registered".
+_bwd_op.register_autograd(_no_double_backward, setup_context=lambda ctx, inputs, output: None)
 
 
 def _type_name(value: object) -> str:

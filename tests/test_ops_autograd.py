@@ -293,6 +293,35 @@ def test_whole_row_backward_at_model_widths_on_gpu(dtype, rows, n):
         torch.testing.assert_close(dw.double(), want_dw, rtol=rtol, atol=atol * want_dw.abs().max().item())
 
 
+@pytest.mark.parametrize("change, error, match", [
+    # Each read past its end before: a wrong dweight, no error.
+    (dict(rstd=lambda t: t["rstd"][:3].clone()), ValueError, r"rstd must be a contiguous \(6,\) tensor"),
+    (dict(dy=lambda t: t["dy"][:5].clone()), ValueError, r"dy must have x's shape \(6, 40\)"),
+    (dict(rstd=lambda t: t["rstd"].double()), TypeError, "rstd must be float32"),
+    (dict(rstd=lambda t: torch.stack([t["rstd"], t["rstd"]], 1)[:, 0]), ValueError, "rstd must be a contiguous"),
+    (dict(dy=lambda t: t["dy"].bfloat16()), TypeError, "dy must have x's dtype torch.float32"),
+    (dict(dres=lambda t: t["dy"][:, :20].clone()), ValueError, "dres must have x's shape"),
+    (dict(weight=lambda t: t["weight"][:39]), ValueError, r"weight must have shape \(40,\)")])
+def test_backward_op_refuses_mismatched_arguments(change, error, match, device):
+    # torch.ops.fusedkernel.add_rmsnorm_bwd is public: a direct call gets the forward's checks and more.
+    x, r, dy = (rand((6, 40), torch.float32, device, seed=k) for k in range(3))
+    t = {"dy": dy, "dres": None, "x": x, "residual": r, "weight": rand((40,), torch.float32, device, seed=3),
+         "rstd": backward64(dy, x, r, x[0])[0].float()}
+    good = torch.ops.fusedkernel.add_rmsnorm_bwd(*t.values())
+    assert good[0].shape == x.shape
+    t.update({k: f(t) for k, f in change.items()})
+    with pytest.raises(error, match=match):
+        torch.ops.fusedkernel.add_rmsnorm_bwd(*t.values())
+
+
+def test_double_backward_says_it_is_not_supported(device):
+    x, r = (rand((3, 8), torch.float32, device, seed=k).requires_grad_() for k in range(2))
+    w = rand((8,), torch.float32, device, seed=2).requires_grad_()
+    (gx,) = torch.autograd.grad(add_rmsnorm(x, r, w).pow(2).sum(), x, create_graph=True)  # the first is fine
+    with pytest.raises(NotImplementedError, match="no double backward"):
+        torch.autograd.grad(gx.sum(), (x, r, w))
+
+
 @pytest.mark.parametrize("dual", ["x", "residual", "weight"])
 def test_forward_mode_ad_is_refused(dual, device):
     # The kernel would read the primal and drop the tangent without a word.
