@@ -505,10 +505,12 @@ def cmd_compare(a) -> int:
     mode, machine = detect()
     if a.bench and not families(mode, a.bench):
         raise UsageError(f"--bench {a.bench} matches no benchmark of the suite")
-    tree = working_tree_commit()
-    if tree is None:
-        print("compare: the working tree has no changes against HEAD; measuring REF against HEAD", flush=True)
-        tree = commit_of("HEAD")
+    tree, changed = working_tree_commit()
+    if not changed:
+        # Its own commit, not HEAD's: asv keys results by commit, so measuring
+        # HEAD against HEAD would overwrite one side with the other (ratio 1.000).
+        print("compare: the working tree has no changes against HEAD; measuring REF against a copy of HEAD",
+              flush=True)
     regexes = a.bench or [COMPARE_DEFAULT]
     with tempfile.TemporaryDirectory(prefix="fk-compare-") as tmp:
         (b, h), failed = measure_pair(mode, machine, a.wheels, regexes, ref, tree, pathlib.Path(tmp), a.rounds)
@@ -521,7 +523,7 @@ def cmd_compare(a) -> int:
             for e in sorted(vb.keys() & vh.keys())]
     rows = [r for r in rows if r.before is not None and r.after is not None
             and not (r.before != r.before or r.after != r.after)]  # NaN: not run here
-    label = "working tree" if tree != commit_of("HEAD") else "HEAD"
+    label = "working tree" if changed else "HEAD (a copy)"
     print(f"compare on {machine}: {a.ref} ({ref[:10]}) against the {label}; nothing is written to the history\n")
     print(verdict.table(rows, a.ref, label))
     return 1 if any(r.regressed for r in rows) else 0
@@ -531,22 +533,28 @@ def cmd_compare(a) -> int:
 COMPARE_DEFAULT = r"(Forward|Inference)\.track_ratio\('fused', '(bf16 (1x4096|64x5120|8192x5120)|bf16 1x64|fp32 8x1000)'\)"
 
 
-def working_tree_commit() -> str | None:
-    """A commit object of the working tree (tracked and untracked, not ignored) on top of HEAD; None if clean.
+def working_tree_commit() -> tuple[str, bool]:
+    """(a commit object of the working tree on top of HEAD, whether the tree differs from HEAD).
 
-    Made with a temporary index, never referenced by a branch: nothing is
-    added to the history, and git's garbage collection drops it.
+    The tree holds tracked and untracked files, not ignored ones; a clean
+    tree gives a commit of HEAD's content with a hash of its own. Made with
+    a temporary index and a fixed identity (a host without git's user.name
+    can compare too), never referenced by a branch: nothing is added to the
+    history, and git's garbage collection drops it.
     """
-    if not git("status", "--porcelain"):
-        return None
+    changed = bool(git("status", "--porcelain"))
     with tempfile.TemporaryDirectory(prefix="fk-index-") as tmp:
-        env = {**os.environ, "GIT_INDEX_FILE": str(pathlib.Path(tmp) / "index")}
+        env = {**os.environ, "GIT_INDEX_FILE": str(pathlib.Path(tmp) / "index"),
+               **{f"GIT_{who}_{what}": v for who in ("AUTHOR", "COMMITTER")
+                  for what, v in (("NAME", "bench.py compare"), ("EMAIL", "compare@localhost"))}}
         run = lambda *args: subprocess.run(["git", *args], cwd=ROOT, env=env, check=True,  # noqa: E731
                                            capture_output=True, text=True).stdout.strip()
         run("read-tree", "HEAD")
-        run("add", "-A")
+        if changed:
+            run("add", "-A")
         tree = run("write-tree")
-        return run("commit-tree", tree, "-p", "HEAD", "-m", "working tree (bench.py compare)")
+        message = "working tree (bench.py compare)" if changed else "HEAD, unchanged (bench.py compare)"
+        return run("commit-tree", tree, "-p", "HEAD", "-m", message), changed
 
 
 def cmd_publish(a) -> int:

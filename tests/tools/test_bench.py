@@ -632,3 +632,26 @@ def test_the_table_says_what_each_verdict_means():
     assert got == {"slow": "REGRESSED (> x1.03, p < 0.002)", "noisy": "not significant (p ≥ 0.002)",
                    "same": "within x1.03", "fast": "faster (< x0.971, p < 0.002)", "gone": "not compared"}
     assert text.count("0.002") == 4 and "Mann-Whitney" in text.splitlines()[-1]
+
+
+def test_compare_of_a_clean_tree_measures_a_commit_of_its_own(monkeypatch, tmp_path):
+    """A clean tree is a commit with HEAD's content and another hash: asv keys results by commit, and HEAD
+    measured against itself overwrote one side with the other (ratio 1.000 from one set of samples)."""
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@localhost", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@localhost"}
+    git = lambda *a: subprocess.run(["git", *a], cwd=tmp_path, env=env, check=True, capture_output=True,  # noqa: E731
+                                    text=True).stdout.strip()
+    git("init", "-q")
+    (tmp_path / "a.py").write_text("x = 1\n")
+    git("add", "a.py")
+    git("commit", "-qm", "one")
+    monkeypatch.setattr(bench, "ROOT", tmp_path)
+    for k in ("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL"):
+        monkeypatch.delenv(k, raising=False)  # no identity needed
+    commit, changed = bench.working_tree_commit()
+    assert not changed and commit != git("rev-parse", "HEAD")
+    assert git("rev-parse", f"{commit}^{{tree}}") == git("rev-parse", "HEAD^{tree}")
+    (tmp_path / "a.py").write_text("x = 2\n")
+    commit, changed = bench.working_tree_commit()
+    assert changed and git("show", f"{commit}:a.py") == "x = 2"
+    assert git("status", "--porcelain") == "M a.py"  # the index and HEAD untouched
