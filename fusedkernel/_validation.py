@@ -130,9 +130,7 @@ def check_backward(dy: object, dres: object, x: object, residual: object, weight
         ValueError: a wrong shape, device or layout.
     """
     check_inputs(x, residual, weight, 1.0)
-    for name, t in (("dy", dy), ("dres", dres)):
-        if t is None and name == "dres":
-            continue
+    for name, t in (("dy", dy), ("dres", dres)) if dres is not None else (("dy", dy),):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
         if t.layout != torch.strided or t.is_nested:

@@ -254,19 +254,7 @@ def test_split_backward_on_gpu(dtype, rows, n):
     # partly masked), columns widened to keep a row within the SMs (262144
     # in bf16; 270337 in both dtypes on the H200). Three launches:
     # the exchange slots are reused with growing epochs.
-    from fusedkernel.kernels.config import backward_config
-
-    assert backward_config(n, dtype.itemsize, torch.cuda.get_device_properties(0).multi_processor_count).path == "split"
-    for seed in (1, 2, 3):
-        x, r, dy, dres = (rand((rows, n), dtype, "cuda", seed=seed + k) for k in range(4))
-        w = rand((n,), dtype, "cuda", seed=seed + 4)
-        rstd, want_dx, want_dw = backward64(dy, x, r, w)
-        dx = torch.empty_like(x)
-        dw = backward_rows(dy, dres, x, r, w, rstd.float(), dx)
-        rtol, atol = TOL[dtype]
-        want_dx = want_dx + dres.double()
-        torch.testing.assert_close(dx.double(), want_dx, rtol=rtol, atol=atol * want_dx.abs().max().item())
-        torch.testing.assert_close(dw.double(), want_dw, rtol=rtol, atol=atol * want_dw.abs().max().item())
+    check_table_backward_on_gpu(dtype, rows, n, "split", ((1, True), (2, True), (3, True)))
 
 
 @pytest.mark.cuda
@@ -278,10 +266,16 @@ def test_whole_row_backward_at_model_widths_on_gpu(dtype, rows, n):
     # block ahead: padded tiles (2056 and 4104 about half filled), one row,
     # fewer row blocks than programs, and row counts that leave the last
     # programs one block short.
+    check_table_backward_on_gpu(dtype, rows, n, "rows", ((1, False), (2, True)))
+
+
+def check_table_backward_on_gpu(dtype, rows, n, path, runs):
+    """The table's backward for (rows, n) takes ``path`` on this GPU and matches float64 for each
+    (seed, with dres) of ``runs``, one launch each (so buffers are reused across launches)."""
     from fusedkernel.kernels.config import backward_config
 
-    assert backward_config(n, dtype.itemsize, torch.cuda.get_device_properties(0).multi_processor_count).path == "rows"
-    for seed, with_dres in ((1, False), (2, True)):
+    assert backward_config(n, dtype.itemsize, torch.cuda.get_device_properties(0).multi_processor_count).path == path
+    for seed, with_dres in runs:
         x, r, dy, dres = (rand((rows, n), dtype, "cuda", seed=seed + k) for k in range(4))
         w = rand((n,), dtype, "cuda", seed=seed + 4)
         rstd, want_dx, want_dw = backward64(dy, x, r, w)
