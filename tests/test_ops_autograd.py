@@ -38,7 +38,7 @@ def grads(fn, x, r, w, dy, dres):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 # 20000: wider than BWD_MAX_TILE_N, the columns path.
-@pytest.mark.parametrize("n", [1, 7, 300, 9000, 20000])
+@pytest.mark.parametrize("n", [1, 7, 300, 1280, 9000, 20000])
 @pytest.mark.parametrize("with_res_grad", [False, True])
 def test_gradients_match_float64_reference(dtype, n, with_res_grad, device):
     x, r, w = rand((5, n), dtype, device), rand((5, n), dtype, device), rand((n,), dtype, device)
@@ -91,6 +91,10 @@ def test_one_program_writes_dweight_in_the_weight_dtype(n, device):
     (dict(programs_per_sm=0), "programs_per_sm must be >= 1"),
     (dict(wait_warps=3), "wait_warps must be 0 or a power of two <= 32, got 3"),
     (dict(wait_warps=64), "wait_warps must be 0 or a power of two <= 32, got 64"),
+    (dict(tail_n=24), "tail_n must be 0, or on the rows path a power of two below block_n"),
+    (dict(tail_n=64), r"power of two below block_n \(64\), got 64 on the rows path"),
+    (dict(tail_n=-8), "got -8 on the rows path"),
+    (dict(path="split", tail_n=16), "got 16 on the split path"),
 ])
 def test_bad_backward_settings_are_refused(kwargs, match):
     with pytest.raises(ValueError, match=match):
@@ -101,6 +105,7 @@ def test_bad_backward_settings_are_refused(kwargs, match):
     (dict(wait_warps=2.0), "wait_warps must be an int, got float 2.0"),
     (dict(programs_per_sm=1.5), "programs_per_sm must be an int, got float 1.5"),
     (dict(block_m=True), "block_m must be an int, got bool True"),
+    (dict(tail_n=16.0), "tail_n must be an int, got float 16.0"),
 ])
 def test_backward_settings_of_the_wrong_type_are_refused(kwargs, match):
     with pytest.raises(TypeError, match=match):
@@ -110,9 +115,12 @@ def test_backward_settings_of_the_wrong_type_are_refused(kwargs, match):
 def test_rows_path_narrower_than_the_row_is_refused(device):
     # It would leave the columns past block_n unwritten (and dweight there uninitialized).
     x = rand((5, 37), torch.float32, device)
-    with pytest.raises(ValueError, match="block_n must be >= the hidden size 37, got 16"):
+    with pytest.raises(ValueError, match=r"block_n \+ tail_n must be >= the hidden size 37, got 16 \+ 0"):
         backward_rows(x, None, x, x, x[0], torch.ones(5, device=device), torch.empty_like(x),
                       cfg=BackwardConfig("rows", 1, 16, 4, 1))
+    with pytest.raises(ValueError, match=r"got 32 \+ 4"):
+        backward_rows(x, None, x, x, x[0], torch.ones(5, device=device), torch.empty_like(x),
+                      cfg=BackwardConfig("rows", 1, 32, 4, 1, tail_n=4))
 
 
 @pytest.mark.cuda
@@ -172,6 +180,9 @@ def test_custom_op_registration(return_residual, device):
 
 
 @pytest.mark.parametrize("cfg", [BackwardConfig("rows", 1, 64, 4, 2), BackwardConfig("rows", 8, 64, 8, 8),
+                                 # A row as two pieces: 32 + 8 exactly, and 32 + 16 with 8 columns masked.
+                                 BackwardConfig("rows", 1, 32, 4, 2, tail_n=8),
+                                 BackwardConfig("rows", 4, 32, 4, 3, tail_n=16),
                                  BackwardConfig("columns", 1, 16, 4, 1), BackwardConfig("columns", 4, 16, 4, 2),
                                  BackwardConfig("columns", 8, 8, 4, 1), BackwardConfig("columns", 2, 64, 8, 4),
                                  # One program per row: the split kernel runs in the interpreter too.
@@ -259,14 +270,28 @@ def test_split_backward_on_gpu(dtype, rows, n):
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
-@pytest.mark.parametrize("rows, n", [(1, 2880), (3, 2056), (300, 3584), (133, 4104), (37, 5120), (8191, 7168),
+@pytest.mark.parametrize("rows, n", [(1, 2880), (3, 2056), (300, 3584), (133, 4104), (37, 5120), (8191, 6144),
                                      (8192, 2048)])
 def test_whole_row_backward_at_model_widths_on_gpu(dtype, rows, n):
     # The rows path's persistent grid, which loads each program's next row
-    # block ahead: padded tiles (2056 and 4104 about half filled), one row,
+    # block ahead: two pieces (2880, 5120; 2056 and 4104 with 8 columns in the second), one row,
     # fewer row blocks than programs, and row counts that leave the last
     # programs one block short.
     check_table_backward_on_gpu(dtype, rows, n, "rows", ((1, False), (2, True)))
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("rows, n", [(1, 8200), (37, 10240), (8192, 12288), (300, 4608)])
+def test_whole_rows_in_two_pieces_on_gpu(rows, n):
+    # bf16 rows held as two pieces, up to the widest whole row (8192 + 4096); 8200's second piece has
+    # 8 columns of 8.
+    check_table_backward_on_gpu(torch.bfloat16, rows, n, "rows", ((1, False), (2, True)))
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("rows, n", [(8191, 7168), (3, 8192)])
+def test_fp32_tiles_over_24_kib_split_on_gpu(rows, n):
+    check_table_backward_on_gpu(torch.float32, rows, n, "split", ((1, False), (2, True)))
 
 
 def check_table_backward_on_gpu(dtype, rows, n, path, runs):

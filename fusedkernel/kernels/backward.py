@@ -10,11 +10,12 @@ t is recomputed from x and residual in fp32 (the exact sum the forward
 normalized); rstd is the forward's fp32 rstd. Three paths (chosen in
 config.py):
 
-* rows: persistent programs each hold whole rows, walk row blocks pid,
+* rows: persistent programs each hold whole rows (one power-of-two tile,
+  or two pieces where one tile would leave many lanes masked), walk row blocks pid,
   pid + G, ... (loading the next block before this one's sums) and keep
   their share of dw in registers, written once to ``dw_part[pid, :]``.
   Reads x, residual, dy and writes dx once: 4 row-trips.
-* split (GPU: wider than 8192): each row is split over adjacent programs
+* split (GPU: tiles over 24 KiB, e.g. bf16 rows over 12288): each row is split over adjacent programs
   that exchange their partial dot products (the forward's epoch-tagged
   exchange) and hold their tiles through it: 4 row-trips, persistent over
   row blocks, each program's dw share for its columns kept in registers.
@@ -43,15 +44,18 @@ from .forward import _aligned, _exchange, _multiple
 def _bwd_rows_kernel(
     dy_ptr, dres_ptr, x_ptr, r_ptr, w_ptr, rstd_ptr, dx_ptr, dw_part_ptr, dw_ptr, count_ptr,
     n_rows, n_cols, stride_dy, stride_dres, stride_x, stride_r, stride_dx,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HAS_DRES: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, TAIL_N: tl.constexpr, HAS_DRES: tl.constexpr,
     SUM_P: tl.constexpr, SUM_N: tl.constexpr, VEC: tl.constexpr,
 ):
     n_cols, stride_dy, stride_dres, stride_x, stride_r = _aligned(n_cols, stride_dy, stride_dres, stride_x,
                                                                   stride_r, VEC)
     stride_dx = _multiple(stride_dx, VEC)
-    # Whole rows in registers (BLOCK_N >= n_cols), BLOCK_M rows per step.
+    # Whole rows in registers, BLOCK_M rows per step: columns [0, BLOCK_N),
+    # then (TAIL_N > 0) [BLOCK_N, BLOCK_N + TAIL_N). Two pieces leave fewer
+    # lanes masked than one padded tile (docs/tuning.md#backward-whole-rows).
     pid = tl.program_id(0)
     n_progs = tl.num_programs(0)
+    n_blocks = tl.cdiv(n_rows, BLOCK_M)
     cols = tl.arange(0, BLOCK_N)
     col_ok = cols < n_cols
     w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
@@ -60,30 +64,56 @@ def _bwd_rows_kernel(
     # barrier per step).
     dw = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
     # The next row block's loads are issued before this block's sums, so
-    # their DRAM latency overlaps this block's math (docs/tuning.md#backward-whole-rows).
-    n_blocks = tl.cdiv(n_rows, BLOCK_M)
+    # their DRAM latency overlaps this block's math.
     x, r, dy = _bwd_tile(x_ptr, r_ptr, dy_ptr, pid, n_blocks, n_rows, cols, col_ok, stride_x, stride_r, stride_dy,
                          BLOCK_M)
+    if TAIL_N > 0:
+        cols2 = BLOCK_N + tl.arange(0, TAIL_N)
+        col_ok2 = cols2 < n_cols
+        w2 = tl.load(w_ptr + cols2, mask=col_ok2, other=0.0).to(tl.float32)
+        dw2 = tl.zeros([BLOCK_M, TAIL_N], dtype=tl.float32)
+        x2, r2, dy2 = _bwd_tile(x_ptr, r_ptr, dy_ptr, pid, n_blocks, n_rows, cols2, col_ok2, stride_x, stride_r,
+                                stride_dy, BLOCK_M)
     for block in tl.range(pid, n_blocks, n_progs):
         rows = tl.cast(block, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
         row_ok = rows < n_rows
-        mask = row_ok[:, None] & col_ok[None, :]
         rstd = tl.load(rstd_ptr + rows, mask=row_ok, other=0.0)
         t_hat = (x.to(tl.float32) + r.to(tl.float32)) * rstd[:, None]
         dy32 = dy.to(tl.float32)
         x, r, dy = _bwd_tile(x_ptr, r_ptr, dy_ptr, block + n_progs, n_blocks, n_rows, cols, col_ok, stride_x,
                              stride_r, stride_dy, BLOCK_M)
         g = dy32 * w[None, :]
-        c = tl.sum(g * t_hat, axis=1) / n_cols
-        dt = rstd[:, None] * (g - t_hat * c[:, None])
-        if HAS_DRES:
-            dt += tl.load(dres_ptr + rows[:, None] * stride_dres + cols[None, :],
-                          mask=mask, other=0.0).to(tl.float32)
-        tl.store(dx_ptr + rows[:, None] * stride_dx + cols[None, :], dt.to(dx_ptr.dtype.element_ty), mask=mask)
+        dot = tl.sum(g * t_hat, axis=1)
+        if TAIL_N > 0:
+            t_hat2 = (x2.to(tl.float32) + r2.to(tl.float32)) * rstd[:, None]
+            dy32_2 = dy2.to(tl.float32)
+            x2, r2, dy2 = _bwd_tile(x_ptr, r_ptr, dy_ptr, block + n_progs, n_blocks, n_rows, cols2, col_ok2,
+                                    stride_x, stride_r, stride_dy, BLOCK_M)
+            g2 = dy32_2 * w2[None, :]
+            dot += tl.sum(g2 * t_hat2, axis=1)
+        c = dot / n_cols
+        _bwd_store(dx_ptr, dres_ptr, rows, row_ok, cols, col_ok, rstd, g, t_hat, c, stride_dx, stride_dres, HAS_DRES)
         dw += dy32 * t_hat
+        if TAIL_N > 0:
+            _bwd_store(dx_ptr, dres_ptr, rows, row_ok, cols2, col_ok2, rstd, g2, t_hat2, c, stride_dx, stride_dres,
+                       HAS_DRES)
+            dw2 += dy32_2 * t_hat2
     tl.store(dw_part_ptr + pid.to(tl.int64) * n_cols + cols, tl.sum(dw, axis=0), mask=col_ok)
+    if TAIL_N > 0:
+        tl.store(dw_part_ptr + pid.to(tl.int64) * n_cols + cols2, tl.sum(dw2, axis=0), mask=col_ok2)
     if SUM_N > 0:
         _sum_after_barrier(dw_part_ptr, dw_ptr, count_ptr, pid, n_progs, n_cols, SUM_P, SUM_N)
+
+
+@triton.jit
+def _bwd_store(dx_ptr, dres_ptr, rows, row_ok, cols, col_ok, rstd, g, t_hat, c, stride_dx, stride_dres,
+               HAS_DRES: tl.constexpr):
+    # dx = rstd * (g - t_hat * c) (+ d_res) for one piece of a row block.
+    mask = row_ok[:, None] & col_ok[None, :]
+    dt = rstd[:, None] * (g - t_hat * c[:, None])
+    if HAS_DRES:
+        dt += tl.load(dres_ptr + rows[:, None] * stride_dres + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    tl.store(dx_ptr + rows[:, None] * stride_dx + cols[None, :], dt.to(dx_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit

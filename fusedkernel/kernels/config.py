@@ -99,7 +99,9 @@ class BackwardConfig:
     num_warps: warps per program. programs_per_sm: the grid's size, per SM.
     wait_warps: warps per program when the rows grid has at most one program
     per SM and waits for itself to sum dweight in the same launch (0:
-    num_warps).
+    num_warps). tail_n: the rows path holds a row as two pieces, block_n
+    columns and then tail_n more (0: one piece; else a power of two below
+    block_n).
     """
 
     path: str
@@ -108,9 +110,19 @@ class BackwardConfig:
     num_warps: int
     programs_per_sm: int
     wait_warps: int = 0
+    tail_n: int = 0
 
     def __post_init__(self) -> None:
         _check_settings(self, ("rows", "columns", "split"), ("block_m", "block_n", "num_warps"), ("programs_per_sm",))
+        if type(self.tail_n) is not int:
+            raise TypeError(f"BackwardConfig.tail_n must be an int, got {type(self.tail_n).__name__} {self.tail_n!r}")
+        if self.tail_n and (self.path != "rows" or self.tail_n < 0 or self.tail_n & (self.tail_n - 1)
+                            or self.tail_n >= self.block_n):
+            raise ValueError(f"BackwardConfig.tail_n must be 0, or on the rows path a power of two below block_n "
+                             f"({self.block_n}), got {self.tail_n} on the {self.path} path")
+        if self.block_m * self.tail_n > MAX_TILE_ELEMS:
+            raise ValueError(f"BackwardConfig: block_m * tail_n must be at most {MAX_TILE_ELEMS}, "
+                             f"got {self.block_m} * {self.tail_n}")
         if type(self.wait_warps) is not int:
             raise TypeError(f"BackwardConfig.wait_warps must be an int, got {type(self.wait_warps).__name__} "
                             f"{self.wait_warps!r}")
@@ -142,14 +154,18 @@ class ForwardSettings:
 class BackwardSettings:
     """The numbers of the backward rule (:func:`backward_config`)."""
 
-    max_tile_n: int  # widest whole row without the split path: docs/tuning.md#backward-whole-rows
-    narrow_tile_bytes: int  # whole rows per program: as many as fit in this many bytes (one at least)...
-    bytes_per_sm: int  # ...programs per SM: as many tiles as fit in this many bytes (one at least)...
-    bytes_per_warp: int  # ...warps: one per this many bytes of a row, 4 to 16: docs/tuning.md#backward-whole-rows
+    max_tile_n: int  # widest whole-row tile in the interpreter (wider: the columns path)
+    max_tile_bytes: int  # widest whole-row tile on a GPU (wider: the split path): docs/tuning.md#backward-whole-rows
+    narrow_row_bytes: int  # rows this narrow or narrower: as many a program as fit in...
+    narrow_tile_bytes: int  # ...this many bytes, 4 warps, 2 programs per SM: docs/tuning.md#backward-narrow-rows
+    row_bytes_per_sm: int  # wider rows: as many rows per SM as fit in this many bytes (a power of two)...
+    max_rows_per_sm: int  # ...at most this many...
+    resident_tile_bytes: int  # ...held by threads_per_sm threads per SM while their tiles fit in this many bytes...
+    threads_per_sm: int
+    wide_threads_per_sm: int  # ...else by this many: docs/tuning.md#backward-whole-rows
     wait_cols_per_warp: int  # warps of a grid that waits for itself: docs/tuning.md#backward-decode-waits
     sum_tile_elems: int  # the waiting grid's own dweight sum, shares x columns: docs/tuning.md#backward-in-launch-sum
     columns: BackwardConfig  # rows too wide for a tile, in the interpreter: docs/tuning.md#backward-columns-path
-    split_min_n: int  # whole-row tiles this wide or wider split on a GPU: docs/tuning.md#backward-split-path
     split_2byte: BackwardConfig  # the split path for bf16/fp16: docs/tuning.md#backward-split-path
     split_4byte: BackwardConfig  # the split path for fp32: docs/tuning.md#backward-split-path
     dw_sum_tile_elems: int  # dweight shares summed in tiles of this many: docs/tuning.md#dweight-sum
@@ -175,8 +191,10 @@ HOPPER = Settings(
         weight_first_max_n=8192, split=ForwardConfig("rows", 2, 2048, 1, 4),
         looped=ForwardConfig("looped", 1, 4096, 1, 8)),
     backward=BackwardSettings(
-        max_tile_n=16384, narrow_tile_bytes=8192, bytes_per_sm=16384, bytes_per_warp=1024, wait_cols_per_warp=1024,
-        sum_tile_elems=4096, columns=BackwardConfig("columns", 1, 2048, 4, 4), split_min_n=16384,
+        max_tile_n=16384, max_tile_bytes=24576, narrow_row_bytes=2048, narrow_tile_bytes=8192,
+        row_bytes_per_sm=20480, max_rows_per_sm=4, resident_tile_bytes=16384, threads_per_sm=512,
+        wide_threads_per_sm=256, wait_cols_per_warp=1024, sum_tile_elems=4096,
+        columns=BackwardConfig("columns", 1, 2048, 4, 4),
         split_2byte=BackwardConfig("split", 2, 1024, 4, 4), split_4byte=BackwardConfig("split", 2, 2048, 4, 2),
         dw_sum_tile_elems=1024, dw_sum_max_p=64, dw_sum_min_cols=16, dw_sum_warps=4),
 )
@@ -263,6 +281,21 @@ def forward_candidates(n_cols: int, elem_bytes: int, max_splits: int, settings: 
     return list(dict.fromkeys(out))
 
 
+def row_pieces(n_cols: int) -> tuple[int, int]:
+    """(block_n, tail_n): a whole row of ``n_cols`` >= 1 as one power-of-two tile or two pieces.
+
+    Two pieces (the largest power of two in the row, then the rest padded to
+    a power of two) where the rest pads to at most half the first piece: a
+    single tile would leave a quarter or more of its lanes masked.
+    """
+    first = 1 << (n_cols.bit_length() - 1)
+    rest = n_cols - first
+    if rest == 0:
+        return first, 0
+    tail = triton.next_power_of_2(rest)
+    return (first, tail) if 2 * tail <= first else (2 * first, 0)
+
+
 @functools.lru_cache(maxsize=1024, typed=True)
 def backward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Settings = HOPPER) -> BackwardConfig:
     """Backward launch settings for rows of ``n_cols`` elements (n_cols >= 1) of ``elem_bytes`` bytes (2 or 4).
@@ -273,8 +306,13 @@ def backward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
     """
     _check_table_args(n_cols, elem_bytes, max_splits)
     b = settings.backward
-    block_n = triton.next_power_of_2(n_cols)
-    if block_n >= b.split_min_n and max_splits > 1:
+    row_bytes = n_cols * elem_bytes
+    if row_bytes <= b.narrow_row_bytes:
+        block_n = triton.next_power_of_2(n_cols)
+        return BackwardConfig("rows", max(1, b.narrow_tile_bytes // (block_n * elem_bytes)), block_n, 4, 2, 4)
+    block_n, tail_n = row_pieces(n_cols)
+    tile_bytes = (block_n + tail_n) * elem_bytes
+    if tile_bytes > b.max_tile_bytes and max_splits > 1:
         cfg = b.split_2byte if elem_bytes == 2 else b.split_4byte
         # Where a row would need more programs than may wait at once, the
         # columns and warps double and the programs per SM halve.
@@ -283,31 +321,38 @@ def backward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
                                       programs_per_sm=max(1, cfg.programs_per_sm // 2))
         if triton.cdiv(n_cols, cfg.block_n) <= max_splits:
             return cfg
-    if block_n > b.max_tile_n:
+    if block_n + tail_n > b.max_tile_n:
         return b.columns
-    row_bytes = block_n * elem_bytes
-    block_m = max(1, b.narrow_tile_bytes // row_bytes)
-    warps = max(4, min(16, row_bytes // b.bytes_per_warp))
-    return BackwardConfig("rows", block_m, block_n, warps, max(1, b.bytes_per_sm // (block_m * row_bytes)),
-                          max(4, min(warps, block_n // b.wait_cols_per_warp)))
+    # Rows in flight per SM by their bytes; as many threads as the registers
+    # hold without spilling (docs/tuning.md#backward-whole-rows).
+    rows_per_sm = min(b.max_rows_per_sm, 1 << (max(1, b.row_bytes_per_sm // row_bytes).bit_length() - 1))
+    threads = b.threads_per_sm if rows_per_sm * tile_bytes <= b.resident_tile_bytes else b.wide_threads_per_sm
+    per_sm = min(rows_per_sm, threads // 128)
+    warps = threads // (32 * per_sm)
+    return BackwardConfig("rows", rows_per_sm // per_sm, block_n, warps, per_sm,
+                          max(4, min(warps, block_n // b.wait_cols_per_warp)), tail_n)
 
 
 def backward_candidates(n_cols: int, elem_bytes: int, max_splits: int,
                         settings: Settings = HOPPER) -> list[BackwardConfig]:
     """What ``tools/kernel/tune_backward.py`` sweeps: the rule's choice first, then a grid around it.
 
-    Whole rows up to 16384 wide: 1-16 rows, 4-32 warps, 1-4 or 8 programs per SM
-    (tiles of at most 16384 elements, at least two per thread). Wider than
-    2048: the columns and split paths with 1-8 rows of 1024-4096 columns
-    (at most 8192 elements), 4 or 8 warps, 2 or 4 programs per SM.
+    Whole rows up to 16384 wide, as one tile and (where :func:`row_pieces`
+    splits it) as two pieces: 1-16 rows, 4-32 warps, 1-4 or 8 programs per
+    SM (tiles of at most 16384 elements, at least two per thread). Wider
+    than 2048: the columns and split paths with 1-8 rows of 1024-4096
+    columns (at most 8192 elements), 4 or 8 warps, 2 or 4 programs per SM.
     """
     rule = backward_config(n_cols, elem_bytes, max_splits, settings)
     out = [rule]
-    block_n = triton.next_power_of_2(n_cols)
-    if block_n <= 16384:
+    pow2 = triton.next_power_of_2(n_cols)
+    for block_n, tail_n in dict.fromkeys([(pow2, 0), row_pieces(n_cols)]):
+        tile = block_n + tail_n
+        if tile > 16384:
+            continue
         for bm, w, per_sm in itertools.product([1, 2, 4, 8, 16], [4, 8, 16, 32], [1, 2, 3, 4, 8]):
-            if bm * block_n <= 16384 and 32 * w <= bm * block_n // 2 and (w < 32 or block_n >= 8192):
-                out.append(BackwardConfig("rows", bm, block_n, w, per_sm))
+            if bm * tile <= 16384 and 32 * w <= bm * tile // 2 and (w < 32 or tile >= 8192):
+                out.append(BackwardConfig("rows", bm, block_n, w, per_sm, tail_n=tail_n))
     if n_cols > 2048:
         for bm, bn, w, per_sm in itertools.product([1, 2, 4, 8], [1024, 2048, 4096], [4, 8], [2, 4]):
             if bm * bn <= 8192:

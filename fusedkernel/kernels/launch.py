@@ -246,9 +246,9 @@ def backward_rows(dy2: torch.Tensor, dres2: torch.Tensor | None, x2: torch.Tenso
         cfg = backward_config(n_cols, x2.element_size(), max_splits, _settings(device))
     elif type(cfg) is not BackwardConfig:
         raise TypeError(f"cfg must be a BackwardConfig, got {type(cfg).__name__}")
-    if cfg.path == "rows" and cfg.block_n < n_cols:
-        raise ValueError(f"cfg: the rows path holds whole rows, so block_n must be >= the hidden size "
-                         f"{n_cols}, got {cfg.block_n}")
+    if cfg.path == "rows" and cfg.block_n + cfg.tail_n < n_cols:
+        raise ValueError(f"cfg: the rows path holds whole rows, so block_n + tail_n must be >= the hidden size "
+                         f"{n_cols}, got {cfg.block_n} + {cfg.tail_n}")
     row_blocks = -(-n_rows // cfg.block_m)
     switch = x2.is_cuda and x2.device.index != torch.cuda.current_device()
     with torch.cuda.device(x2.device) if switch else nullcontext():
@@ -300,7 +300,7 @@ def backward_rows(dy2: torch.Tensor, dres2: torch.Tensor | None, x2: torch.Tenso
                 sum_n = 1 << (-(-n_cols // n_progs) - 1).bit_length()
                 sum_p = min(1 << (n_progs - 1).bit_length(), max(1, _settings(device).backward.sum_tile_elems // sum_n))
             _bwd_rows_kernel[(n_progs,)](dy2, dres_arg, x2, r2, weight, rstd, dx2, dw_part, dw, count, n_rows,
-                                         n_cols, *strides, SUM_P=sum_p, SUM_N=sum_n, **meta)
+                                         n_cols, *strides, TAIL_N=cfg.tail_n, SUM_P=sum_p, SUM_N=sum_n, **meta)
             if dw is not None:
                 return dw
         return dw_part[0] if len(dw_part) == 1 else sum_shares(dw_part, weight.dtype)

@@ -7,16 +7,17 @@ import triton
 
 from fusedkernel.kernels.config import (FALLBACK, HOPPER, SETTINGS, BackwardConfig, ForwardConfig, backward_candidates,
                                        backward_config, dw_sum_config, forward_candidates, forward_config,
-                                       settings_for)
+                                       row_pieces, settings_for)
 
 F, B = HOPPER.forward, HOPPER.backward
 MAX_TILE_BYTES, SPLIT_BLOCK_N, WEIGHT_FIRST_MAX_N = F.max_tile_bytes, F.split.block_n, F.weight_first_max_n
-BWD_MAX_TILE_N, BWD_SPLIT_MIN_N = B.max_tile_n, B.split_min_n
+BWD_MAX_TILE_N = B.max_tile_n
 
 
 def bwd_splits(n: int, elem_bytes: int) -> bool:
-    # docs/tuning.md#backward-split-path: tiles of 16384 or wider, in any dtype.
-    return triton.next_power_of_2(n) >= BWD_SPLIT_MIN_N
+    # docs/tuning.md#backward-whole-rows: on a GPU, rows wider than narrow whose tile (one or two
+    # pieces) holds more than max_tile_bytes.
+    return n * elem_bytes > B.narrow_row_bytes and sum(row_pieces(n)) * elem_bytes > B.max_tile_bytes
 DW_SUM_MAX_P, DW_SUM_TILE_ELEMS = B.dw_sum_max_p, B.dw_sum_tile_elems
 
 # Every power of two up to 2**20 and its neighbours, plus odd and prime widths.
@@ -63,7 +64,9 @@ def test_backward_table_covers_every_width(n, max_splits, elem_bytes):
     assert cfg.block_n == triton.next_power_of_2(cfg.block_n) and cfg.block_m >= 1
     assert cfg.num_warps in (1, 2, 4, 8, 16, 32) and cfg.programs_per_sm >= 1
     if cfg.path == "rows":
-        assert cfg.block_n >= n  # whole rows
+        assert cfg.block_n + cfg.tail_n >= n  # whole rows
+        # A second piece only where it holds columns, and no more than one tile would.
+        assert cfg.tail_n == 0 or cfg.block_n < n <= cfg.block_n + cfg.tail_n <= triton.next_power_of_2(n)
         assert not bwd_splits(n, elem_bytes) or max_splits == 1
         # A grid waiting for itself never runs more warps than the table's.
         assert cfg.wait_warps in (4, 8, 16) and min(4, cfg.num_warps) <= cfg.wait_warps <= cfg.num_warps
@@ -74,11 +77,13 @@ def test_backward_table_covers_every_width(n, max_splits, elem_bytes):
         assert cfg.path == "columns" and n > BWD_MAX_TILE_N
 
 
-# (n, elem_bytes) -> the backward's path on the H200 (132 SMs): whole rows up to 8192 wide, padded
-# tiles included (2880, 5120, 7168); split from a tile of 16384.
+# (n, elem_bytes) -> the backward's path on the H200 (132 SMs): whole rows while their tile holds at
+# most 24 KiB (bf16 to 12288 wide, two pieces included: 8200 = 8192 + 8, 12288 = 8192 + 4096; fp32 to
+# 6144); split beyond (bf16 12289 needs a 16384 tile; fp32 7168 an 8192 one).
 BWD_PATHS = {(1536, 2): "rows", (2048, 2): "rows", (2880, 2): "rows", (3584, 2): "rows", (5120, 2): "rows",
-             (7168, 2): "rows", (8192, 2): "rows", (8200, 2): "split", (16384, 2): "split", (2880, 4): "rows",
-             (5120, 4): "rows", (8192, 4): "rows", (16384, 4): "split"}
+             (7168, 2): "rows", (8192, 2): "rows", (8200, 2): "rows", (12288, 2): "rows", (12289, 2): "split",
+             (16384, 2): "split", (2880, 4): "rows", (5120, 4): "rows", (6144, 4): "rows", (7168, 4): "split",
+             (8192, 4): "split", (16384, 4): "split"}
 
 
 @pytest.mark.parametrize("n, elem_bytes", BWD_PATHS)
@@ -87,18 +92,33 @@ def test_backward_paths(n, elem_bytes):
     assert backward_config(n, elem_bytes, 1).path == "rows"  # the interpreter never splits
 
 
-# (n, elem_bytes) -> (rows, warps, programs per SM) of the backward's whole rows, by the rule of
-# docs/tuning.md#backward-whole-rows, in bytes of the tile (next_pow2(N) wide): rows up to 8 KiB a
-# tile (one at least), tiles up to 16 KiB per SM (one at least), one warp per KiB of a row (4 to 16).
-BWD_ROWS = {(512, 2): (8, 4, 2), (1024, 2): (4, 4, 2), (2048, 2): (2, 4, 2), (2880, 2): (1, 8, 2),
-            (4096, 2): (1, 8, 2), (5120, 2): (1, 16, 1), (8192, 2): (1, 16, 1), (1024, 4): (2, 4, 2),
-            (2048, 4): (1, 8, 2), (4096, 4): (1, 16, 1), (5120, 4): (1, 16, 1), (8192, 4): (1, 16, 1)}
+# n -> (first piece, second piece): two where one tile would be a quarter or more masked.
+PIECES = {1: (1, 0), 3: (2, 1), 5: (4, 1), 6: (4, 2), 7: (8, 0), 1280: (1024, 256), 2880: (2048, 1024),
+          3072: (2048, 1024), 3584: (4096, 0), 4096: (4096, 0), 4097: (4096, 1), 5120: (4096, 1024),
+          6144: (4096, 2048), 6145: (8192, 0), 7168: (8192, 0), 12288: (8192, 4096)}
+
+
+@pytest.mark.parametrize("n", PIECES)
+def test_row_pieces(n):
+    assert row_pieces(n) == PIECES[n]
+
+
+# (n, elem_bytes) -> (rows, warps, programs per SM, second piece) of the backward's whole rows, by
+# the rule of docs/tuning.md#backward-whole-rows. Rows of at most 2 KiB: as many a program as fit in
+# 8 KiB, 4 warps, 2 programs per SM. Wider: rows per SM = the power of two of 20 KiB / row bytes
+# (1 to 4), held by 512 threads per SM where their tiles hold at most 16 KiB, else 256, in as many
+# programs of at least 4 warps as there are rows.
+BWD_ROWS = {(512, 2): (8, 4, 2, 0), (1024, 2): (4, 4, 2, 0), (2048, 2): (1, 4, 4, 0), (2304, 2): (2, 4, 2, 256),
+            (2880, 2): (1, 8, 2, 1024), (4096, 2): (1, 8, 2, 0), (5120, 2): (1, 4, 2, 1024),
+            (6144, 2): (1, 16, 1, 2048), (7168, 2): (1, 16, 1, 0), (8192, 2): (1, 16, 1, 0),
+            (12288, 2): (1, 8, 1, 4096), (512, 4): (4, 4, 2, 0), (1024, 4): (1, 4, 4, 0), (2048, 4): (1, 8, 2, 0),
+            (4096, 4): (1, 16, 1, 0), (5120, 4): (1, 8, 1, 1024), (6144, 4): (1, 8, 1, 2048)}
 
 
 @pytest.mark.parametrize("n, elem_bytes", BWD_ROWS)
 def test_backward_whole_row_settings(n, elem_bytes):
     cfg = backward_config(n, elem_bytes, 132)
-    assert (cfg.block_m, cfg.num_warps, cfg.programs_per_sm) == BWD_ROWS[n, elem_bytes]
+    assert (cfg.block_m, cfg.num_warps, cfg.programs_per_sm, cfg.tail_n) == BWD_ROWS[n, elem_bytes]
 
 
 @pytest.mark.parametrize("n_parts", list(range(1, 130)) + [264, 528, 1056, 4096])
