@@ -80,23 +80,27 @@ def _bwd_rows_kernel(
         rstd = tl.load(rstd_ptr + rows, mask=row_ok, other=0.0)
         t_hat = (x.to(tl.float32) + r.to(tl.float32)) * rstd[:, None]
         dy32 = dy.to(tl.float32)
-        x, r, dy = _bwd_tile(x_ptr, r_ptr, dy_ptr, block + n_progs, n_blocks, n_rows, cols, col_ok, stride_x,
-                             stride_r, stride_dy, BLOCK_M)
-        g = dy32 * w[None, :]
-        dot = tl.sum(g * t_hat, axis=1)
         if TAIL_N > 0:
             t_hat2 = (x2.to(tl.float32) + r2.to(tl.float32)) * rstd[:, None]
             dy32_2 = dy2.to(tl.float32)
+        # Both pieces' next loads go out together, before the row sums' barriers.
+        x, r, dy = _bwd_tile(x_ptr, r_ptr, dy_ptr, block + n_progs, n_blocks, n_rows, cols, col_ok, stride_x,
+                             stride_r, stride_dy, BLOCK_M)
+        if TAIL_N > 0:
             x2, r2, dy2 = _bwd_tile(x_ptr, r_ptr, dy_ptr, block + n_progs, n_blocks, n_rows, cols2, col_ok2,
                                     stride_x, stride_r, stride_dy, BLOCK_M)
+        g = dy32 * w[None, :]
+        dot = tl.sum(g * t_hat, axis=1)
+        if TAIL_N > 0:
             g2 = dy32_2 * w2[None, :]
             dot += tl.sum(g2 * t_hat2, axis=1)
         c = dot / n_cols
         _bwd_store(dx_ptr, dres_ptr, rows, row_ok, cols, col_ok, rstd, g, t_hat, c, stride_dx, stride_dres, HAS_DRES)
-        dw += dy32 * t_hat
         if TAIL_N > 0:
             _bwd_store(dx_ptr, dres_ptr, rows, row_ok, cols2, col_ok2, rstd, g2, t_hat2, c, stride_dx, stride_dres,
                        HAS_DRES)
+        dw += dy32 * t_hat
+        if TAIL_N > 0:
             dw2 += dy32_2 * t_hat2
     tl.store(dw_part_ptr + pid.to(tl.int64) * n_cols + cols, tl.sum(dw, axis=0), mask=col_ok)
     if TAIL_N > 0:
