@@ -385,6 +385,21 @@ def selection_matches(mode: str, regexes: list[str]) -> bool:
     return any(verdict.flagged(conf, e) and any(re.search(r, e) for r in regexes) for e in known)
 
 
+def unmatched(what: str, mode: str) -> UsageError:
+    """The refusal of a selection that matches no flagged benchmark this host runs."""
+    with unarmed():  # discovered() has imported the suite already; this is its module
+        from benchmarks import _cases
+
+    if mode == "interpreter":
+        # The site's bisect commands name GPU-grid cases; a CPU host runs other, smaller ones.
+        where = (f"a CPU-only host runs the interpreter's cases only ({', '.join(_cases.INTERPRETER_CASES)}); "
+                 "the GPU grid's cases (benchmarks/_cases.py) are bisected and gated on a GPU host")
+    else:
+        where = "the suite's cases are benchmarks/_cases.py's GPU grid"
+    return UsageError(f"{what} matches no flagged benchmark this host runs: {where}; which benchmarks are "
+                      "flagged: asv.conf.json's regressions_thresholds")
+
+
 def cmd_gate(a) -> int:
     head, tip = commit_of(a.head), commit_of(a.base)
     base = git("merge-base", tip, head)
@@ -395,7 +410,7 @@ def cmd_gate(a) -> int:
     mode, machine = detect()
     regexes = a.bench or [FLAGGED]
     if not selection_matches(mode, regexes):
-        raise UsageError(f"--bench {regexes} matches no flagged benchmark (asv.conf.json, results/benchmarks.json)")
+        raise unmatched(f"--bench {regexes}", mode)
     if a.summary:  # before measuring: a summary that cannot be written is found out after minutes otherwise
         try:
             open(a.summary, "a").close()
@@ -435,7 +450,7 @@ def cmd_bisect(a) -> int:
     mode, machine = detect()
     regexes, bench = a.bench, a.bench[0]
     if not selection_matches(mode, regexes):
-        raise UsageError(f"{bench!r} matches no flagged benchmark (asv.conf.json, results/benchmarks.json)")
+        raise unmatched(repr(bench), mode)
     conf_json = asvrun.load_conf()
     from asv.results import Results
 

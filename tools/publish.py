@@ -201,12 +201,14 @@ def publish() -> int:
         if not (results / "benchmarks.json").exists():
             continue
         with asvrun.config(mode) as path:
+            # Its progress to the log only: `make bench` ends with the run's summary and the lines below.
             code = asvrun.asv(["publish", "--config", str(path)], asvrun.asv_env(mode, None),
-                              asvrun.LOGS / "publish.log")
+                              asvrun.LOGS / "publish.log", echo=lambda _line: None)
         if code:
             print(f"asv publish ({mode}) failed: see {asvrun.LOGS / 'publish.log'}; the other pages are still written")
             rc = 3
             continue
+        print(f"asv publish ({mode}): {asvrun.html_dir(mode)} (log: {asvrun.LOGS / 'publish.log'})")
         external = site_offline.make_offline(asvrun.html_dir(mode))
         if external:
             print(f"warning: the site still loads {', '.join(external)} from outside (a new asv version?): "

@@ -157,12 +157,14 @@ class BackwardSettings:
     max_tile_n: int  # widest whole-row tile in the interpreter (wider: the columns path)
     max_tile_bytes: int  # widest whole-row tile on a GPU (wider: the split path): docs/tuning.md#backward-whole-rows
     narrow_row_bytes: int  # rows this narrow or narrower: as many a program as fit in...
-    narrow_tile_bytes: int  # ...this many bytes, 4 warps, 2 programs per SM: docs/tuning.md#backward-whole-rows
+    narrow_tile_bytes: int  # ...this many bytes, min_warps warps...
+    narrow_programs_per_sm: int  # ...and this many programs per SM: docs/tuning.md#backward-whole-rows
+    min_warps: int  # the fewest warps of a whole-row program
     row_bytes_per_sm: int  # wider rows: as many rows per SM as fit in this many bytes (a power of two)...
     max_rows_per_sm: int  # ...at most this many...
     resident_tile_bytes: int  # ...held by threads_per_sm threads per SM while their tiles fit in this many bytes...
     threads_per_sm: int
-    wide_threads_per_sm: int  # ...else by this many: docs/tuning.md#backward-whole-rows
+    wide_threads_per_sm: int  # ...else by this many, a program per row while each has min_warps
     wait_cols_per_warp: int  # warps of a grid that waits for itself: docs/tuning.md#backward-decode-waits
     sum_tile_elems: int  # the waiting grid's own dweight sum, shares x columns: docs/tuning.md#backward-in-launch-sum
     columns: BackwardConfig  # rows too wide for a tile, in the interpreter: docs/tuning.md#backward-columns-path
@@ -192,7 +194,7 @@ HOPPER = Settings(
         looped=ForwardConfig("looped", 1, 4096, 1, 8)),
     backward=BackwardSettings(
         max_tile_n=16384, max_tile_bytes=24576, narrow_row_bytes=2048, narrow_tile_bytes=8192,
-        row_bytes_per_sm=20480, max_rows_per_sm=4, resident_tile_bytes=16384, threads_per_sm=512,
+        narrow_programs_per_sm=2, min_warps=4, row_bytes_per_sm=20480, max_rows_per_sm=4, resident_tile_bytes=16384, threads_per_sm=512,
         wide_threads_per_sm=256, wait_cols_per_warp=1024, sum_tile_elems=4096,
         columns=BackwardConfig("columns", 1, 2048, 4, 4),
         split_2byte=BackwardConfig("split", 2, 1024, 4, 4), split_4byte=BackwardConfig("split", 2, 2048, 4, 2),
@@ -309,7 +311,8 @@ def backward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
     row_bytes = n_cols * elem_bytes
     if row_bytes <= b.narrow_row_bytes:
         block_n = triton.next_power_of_2(n_cols)
-        return BackwardConfig("rows", max(1, b.narrow_tile_bytes // (block_n * elem_bytes)), block_n, 4, 2, 4)
+        return BackwardConfig("rows", max(1, b.narrow_tile_bytes // (block_n * elem_bytes)), block_n, b.min_warps,
+                              b.narrow_programs_per_sm, b.min_warps)
     block_n, tail_n = row_pieces(n_cols)
     tile_bytes = (block_n + tail_n) * elem_bytes
     if tile_bytes > b.max_tile_bytes and max_splits > 1:
@@ -324,13 +327,13 @@ def backward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
     if block_n + tail_n > b.max_tile_n:
         return b.columns
     # Rows in flight per SM by their bytes; as many threads as the registers
-    # hold without spilling (docs/tuning.md#backward-whole-rows).
+    # hold with those rows without spilling (docs/tuning.md#backward-whole-rows).
     rows_per_sm = min(b.max_rows_per_sm, 1 << (max(1, b.row_bytes_per_sm // row_bytes).bit_length() - 1))
     threads = b.threads_per_sm if rows_per_sm * tile_bytes <= b.resident_tile_bytes else b.wide_threads_per_sm
-    per_sm = min(rows_per_sm, threads // 128)
+    per_sm = min(rows_per_sm, threads // (32 * b.min_warps))
     warps = threads // (32 * per_sm)
     return BackwardConfig("rows", rows_per_sm // per_sm, block_n, warps, per_sm,
-                          max(4, min(warps, block_n // b.wait_cols_per_warp)), tail_n)
+                          max(b.min_warps, min(warps, block_n // b.wait_cols_per_warp)), tail_n)
 
 
 def backward_candidates(n_cols: int, elem_bytes: int, max_splits: int,

@@ -520,6 +520,11 @@ def test_bisect_refusals(main_repo):
     # Matches benchmarks, but none that is flagged (track_time is shown, not flagged).
     refused(s.run("bisect", f"{c['h']}..{c['c5']}", r"Inference.track_time"), "bisect",
             "matches no flagged benchmark")
+    # A GPU-grid case, as the site's bisect commands name them, on this CPU-only host: the refusal says
+    # where such cases run (it used to name results/benchmarks.json).
+    refused(s.run("bisect", f"{c['h']}..{c['c5']}", r"Training\.track_ratio\('fused', 'fp32 8192x4096'\)"),
+            "bisect", "matches no flagged benchmark this host runs", "interpreter's cases only",
+            "bisected and gated on a GPU host")
     assert not (s.repo / ".asv").exists()
 
 
