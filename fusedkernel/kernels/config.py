@@ -120,9 +120,6 @@ class BackwardConfig:
                             or self.tail_n >= self.block_n):
             raise ValueError(f"BackwardConfig.tail_n must be 0, or on the rows path a power of two below block_n "
                              f"({self.block_n}), got {self.tail_n} on the {self.path} path")
-        if self.block_m * self.tail_n > MAX_TILE_ELEMS:
-            raise ValueError(f"BackwardConfig: block_m * tail_n must be at most {MAX_TILE_ELEMS}, "
-                             f"got {self.block_m} * {self.tail_n}")
         if type(self.wait_warps) is not int:
             raise TypeError(f"BackwardConfig.wait_warps must be an int, got {type(self.wait_warps).__name__} "
                             f"{self.wait_warps!r}")
@@ -332,8 +329,9 @@ def backward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
     threads = b.threads_per_sm if rows_per_sm * tile_bytes <= b.resident_tile_bytes else b.wide_threads_per_sm
     per_sm = min(rows_per_sm, threads // (32 * b.min_warps))
     warps = threads // (32 * per_sm)
+    wait_warps = triton.next_power_of_2(block_n + tail_n) // b.wait_cols_per_warp
     return BackwardConfig("rows", rows_per_sm // per_sm, block_n, warps, per_sm,
-                          max(b.min_warps, min(warps, block_n // b.wait_cols_per_warp)), tail_n)
+                          max(b.min_warps, min(warps, wait_warps)), tail_n)
 
 
 def backward_candidates(n_cols: int, elem_bytes: int, max_splits: int,

@@ -68,8 +68,11 @@ def test_backward_table_covers_every_width(n, max_splits, elem_bytes):
         # A second piece only where it holds columns, and no more than one tile would.
         assert cfg.tail_n == 0 or cfg.block_n < n <= cfg.block_n + cfg.tail_n <= triton.next_power_of_2(n)
         assert not bwd_splits(n, elem_bytes) or max_splits == 1
-        # A grid waiting for itself never runs more warps than the table's.
+        # A grid waiting for itself never runs more warps than the table's; a warp per 1024 columns of
+        # the tile (both pieces) otherwise, 4 at least (docs/tuning.md#backward-decode-waits).
         assert cfg.wait_warps in (4, 8, 16) and min(4, cfg.num_warps) <= cfg.wait_warps <= cfg.num_warps
+        per_1024 = triton.next_power_of_2(cfg.block_n + cfg.tail_n) // 1024
+        assert cfg.wait_warps == max(4, min(cfg.num_warps, per_1024))
     elif cfg.path == "split":
         # Programs that wait for each other must fit at once: at most one per SM per row.
         assert max_splits > 1 and bwd_splits(n, elem_bytes) and -(-n // cfg.block_n) <= max_splits
