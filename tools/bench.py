@@ -524,7 +524,7 @@ def cmd_compare(a) -> int:
     if not changed:
         # Its own commit, not HEAD's: asv keys results by commit, so measuring
         # HEAD against HEAD would overwrite one side with the other (ratio 1.000).
-        print("compare: the working tree has no changes against HEAD; measuring REF against a copy of HEAD",
+        print(f"compare: the working tree has no changes against HEAD; measuring {a.ref} against a copy of HEAD",
               flush=True)
     regexes = a.bench or [COMPARE_DEFAULT]
     with tempfile.TemporaryDirectory(prefix="fk-compare-") as tmp:

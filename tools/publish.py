@@ -80,27 +80,43 @@ def machine_section(machine: str, results_dir: pathlib.Path, prov_dir: pathlib.P
     if not runs:
         return (f'<h2 id="{html.escape(machine)}">{html.escape(machine)}</h2><p>{note}No results of the suite\'s '
                 "current version yet.</p>")
-    commit, rows = runs[-1]
-    history = {}  # (op, case) -> fused ratios, oldest first
-    for _, rs in runs:
+    # Where the op stands: each case's newest measurement, whichever commit's run measured it last
+    # (a run of one class leaves the other classes' cases at their earlier commits).
+    newest, history = {}, {}  # (op, case) -> (commit, row); -> fused ratios, oldest first
+    for c, rs in runs:
         for r in rs:
             if r.ratio:
                 history.setdefault((r.op, r.case), []).append(r.ratio)
-    anchor = latest_record(prov_dir, machine, commit)
-    run_link = html.escape(f"{site_prefix}provenance.html#{urllib.parse.quote(anchor)}") if anchor else None
-    prov = f'<a href="{run_link}">provenance</a>' if anchor else "provenance not recorded"
+            if r.ratio or (r.op, r.case) not in newest:
+                newest[r.op, r.case] = (c, r)
+    links = {}  # commit -> its newest run's provenance link, or None
+
+    def run_link(c: str) -> str | None:
+        if c not in links:
+            anchor = latest_record(prov_dir, machine, c)
+            links[c] = html.escape(f"{site_prefix}provenance.html#{urllib.parse.quote(anchor)}") if anchor else None
+        return links[c]
+
+    commit = runs[-1][0]
+    from_commits = sorted({c for c, _ in newest.values()}, key=[c for c, _ in runs].index)
+    sources = ", ".join(f'<code>{html.escape(c[:10])}</code> (' + (f'<a href="{run_link(c)}">provenance</a>'
+                                                                   if run_link(c) else "provenance not recorded")
+                        + ")" for c in from_commits)
     out = [f'<h2 id="{html.escape(machine)}">{html.escape(machine)}</h2>',
-           f"<p>{note}Latest benchmarked commit <code>{html.escape(commit[:10])}</code> ({len(runs)} commits with "
-           "results); "
-           f"{prov}. Fraction of floor = floor time / op time, measured interleaved in one process; × peer = "
+           f"<p>{note}Each case's newest result, from {sources}; latest benchmarked commit "
+           f"<code>{html.escape(commit[:10])}</code>, {len(runs)} commits with results. Fraction of floor = "
+           "floor time / op time, measured interleaved in one process; × peer = "
            "peer time / fused time (&gt; 1: fused is faster); changes are of op time / floor time "
            "(+ is slower).</p>"]
+    rows = [r for _, r in sorted(newest.values(), key=lambda cr: (list(report.CLASSES.values()).index(cr[1].op),
+                                                                  report._order(cr[1].case)))]
+    commit_of = {(r.op, r.case): c for c, r in newest.values()}
     cls_of = {op: cls for cls, op in report.CLASSES.items()}
     for op in report.CLASSES.values():
         mine = [r for r in rows if r.op == op]
         if not mine:
             continue
-        out.append(f"<h3>{html.escape(op)}</h3><table><tr><th>case</th><th>fused µs</th><th>GB/s</th>"
+        out.append(f"<h3>{html.escape(op)}</h3><table><tr><th>case</th><th>commit</th><th>fused µs</th><th>GB/s</th>"
                    "<th>fraction of floor</th>" + "".join(f"<th>× {p}</th>" for p in report.PEERS)
                    + "<th>vs previous</th><th>vs best</th><th>flag</th><th>links</th></tr>")
         for r in mine:
@@ -117,11 +133,12 @@ def machine_section(machine: str, results_dir: pathlib.Path, prov_dir: pathlib.P
             else:
                 flag = "not flagged"
             link = graph_link(cls_of[op], "track_ratio", {"impl": "fused", "case": r.case}, machine, site_prefix)
-            cells = [r.case, report.fmt(r.us, 2), report.fmt(r.gbps, 0), report.fmt(r.fraction)]
+            source = commit_of[op, r.case]
+            cells = [r.case, source[:10], report.fmt(r.us, 2), report.fmt(r.gbps, 0), report.fmt(r.fraction)]
             cells += [report.fmt(r.peers.get(p), 2) for p in report.PEERS] + [prev, best]
             out.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + f"<td>{flag}</td>"
                        f'<td><a href="{html.escape(link)}">graph</a>'
-                       + (f' <a href="{run_link}">run</a>' if anchor else "")
+                       + (f' <a href="{run_link(source)}">run</a>' if run_link(source) else "")
                        + "</td></tr>")
         out.append("</table>")
     return "\n".join(out)

@@ -655,3 +655,17 @@ def test_compare_of_a_clean_tree_measures_a_commit_of_its_own(monkeypatch, tmp_p
     commit, changed = bench.working_tree_commit()
     assert changed and git("show", f"{commit}:a.py") == "x = 2"
     assert git("status", "--porcelain") == "M a.py"  # the index and HEAD untouched
+
+
+def test_compare_of_a_clean_tree_names_the_ref_it_measures(monkeypatch, capsys):
+    # It printed the placeholder "REF" (a new user's trial).
+    import argparse
+
+    monkeypatch.setattr(bench, "commit_of", lambda rev: "a" * 40)
+    monkeypatch.setattr(bench, "detect", lambda: ("interpreter", "m"))
+    monkeypatch.setattr(bench, "working_tree_commit", lambda: ("b" * 40, False))
+    monkeypatch.setattr(bench, "measure_pair", lambda *a, **k: ((None, None), []))
+    args = argparse.Namespace(ref="v1.2", bench=None, wheels=None, rounds=1)
+    assert bench.cmd_compare(args) == 3  # the faked run measured nothing
+    out = capsys.readouterr().out
+    assert "measuring v1.2 against a copy of HEAD" in out and "REF" not in out

@@ -30,6 +30,13 @@ def test_publish_runs_where_only_asv_is_installed():
     assert out.stdout.rstrip().splitlines()[-2].startswith("site: ")
     now = (ROOT / ".asv" / "html" / "now.html").read_text()
     assert "nvidia-h200" in now and "bf16 8192x5120" in now  # the committed grid run
+    # Each case's newest result: bd7528db ran forward+backward alone, so the other ops' cases stay at
+    # 388828d5's whole-suite run (the page used to show bd7528db's one table only).
+    h200 = now.split('id="nvidia-h200"')[1].split("<h2")[0]
+    tables = {t.split("</h3>")[0]: t for t in h200.split("<h3>")[1:]}
+    assert set(tables) == {"forward", "forward+residual", "inference", "forward+backward"}
+    assert "<td>bf16 8192x5120</td><td>388828d512</td>" in tables["inference"]
+    assert "<td>bf16 8192x5120</td><td>bd7528db34</td>" in tables["forward+backward"]
     # Prefill cases whose kernel did not change from 2573e966 to ee282836 drifted up to +2.05% over
     # four H200 leases; at 1.5% asv publish flagged all five (docs/performance.md, "Detection").
     flagged = publish.flags(ROOT / ".asv" / "html")
