@@ -82,14 +82,18 @@ def check_inputs(x: object, residual: object, weight: object, eps: object) -> fl
     return _check_one_by_one(x, residual, weight, eps)
 
 
+def _check_dense(name: str, t: object) -> None:
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.layout != torch.strided or t.is_nested:
+        raise ValueError(f"{name} must be a dense strided tensor, got layout {t.layout}"
+                         f"{' (nested)' if t.is_nested else ''}")
+
+
 def _check_one_by_one(x: object, residual: object, weight: object, eps: object) -> float:
     # check_inputs's checks in order, each with its message.
     for name, t in (("x", x), ("residual", residual), ("weight", weight)):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-        if t.layout != torch.strided or t.is_nested:
-            raise ValueError(f"{name} must be a dense strided tensor, got layout {t.layout}"
-                             f"{' (nested)' if t.is_nested else ''}")
+        _check_dense(name, t)
     if x.dtype not in FLOAT_DTYPES:
         raise TypeError(f"x must be float32, float16 or bfloat16, got {x.dtype}")
     if residual.dtype != x.dtype:
@@ -131,10 +135,7 @@ def check_backward(dy: object, dres: object, x: object, residual: object, weight
     """
     check_inputs(x, residual, weight, 1.0)
     for name, t in (("dy", dy), ("dres", dres)) if dres is not None else (("dy", dy),):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-        if t.layout != torch.strided or t.is_nested:
-            raise ValueError(f"{name} must be a dense strided tensor, got layout {t.layout}")
+        _check_dense(name, t)
         if t.dtype != x.dtype:
             raise TypeError(f"{name} must have x's dtype {x.dtype}, got {t.dtype}")
         if t.shape != x.shape or t.device != x.device:

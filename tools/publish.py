@@ -108,18 +108,16 @@ def machine_section(machine: str, results_dir: pathlib.Path, prov_dir: pathlib.P
            "floor time / op time, measured interleaved in one process; × peer = "
            "peer time / fused time (&gt; 1: fused is faster); changes are of op time / floor time "
            "(+ is slower).</p>"]
-    rows = [r for _, r in sorted(newest.values(), key=lambda cr: (list(report.CLASSES.values()).index(cr[1].op),
-                                                                  report._order(cr[1].case)))]
-    commit_of = {(r.op, r.case): c for c, r in newest.values()}
+    rows = sorted(newest.values(), key=lambda cr: report.row_order(cr[1]))  # (commit, row)
     cls_of = {op: cls for cls, op in report.CLASSES.items()}
     for op in report.CLASSES.values():
-        mine = [r for r in rows if r.op == op]
+        mine = [(c, r) for c, r in rows if r.op == op]
         if not mine:
             continue
         out.append(f"<h3>{html.escape(op)}</h3><table><tr><th>case</th><th>commit</th><th>fused µs</th><th>GB/s</th>"
                    "<th>fraction of floor</th>" + "".join(f"<th>× {p}</th>" for p in report.PEERS)
                    + "<th>vs previous</th><th>vs best</th><th>flag</th><th>links</th></tr>")
-        for r in mine:
+        for source, r in mine:
             h = history.get((op, r.case), [])
             prev = f"{(h[-1] / h[-2] - 1) * 100:+.1f}%" if len(h) > 1 else "–"
             best = f"{(h[-1] / min(h) - 1) * 100:+.1f}%" if h else "–"
@@ -133,7 +131,6 @@ def machine_section(machine: str, results_dir: pathlib.Path, prov_dir: pathlib.P
             else:
                 flag = "not flagged"
             link = graph_link(cls_of[op], "track_ratio", {"impl": "fused", "case": r.case}, machine, site_prefix)
-            source = commit_of[op, r.case]
             cells = [r.case, source[:10], report.fmt(r.us, 2), report.fmt(r.gbps, 0), report.fmt(r.fraction)]
             cells += [report.fmt(r.peers.get(p), 2) for p in report.PEERS] + [prev, best]
             out.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + f"<td>{flag}</td>"

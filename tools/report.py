@@ -90,6 +90,11 @@ def _order(case: str):
     return (DTYPE_ORDER.index(dtype) if dtype in DTYPE_ORDER else len(DTYPE_ORDER), hidden, tokens, "")
 
 
+def row_order(row: Row):
+    """Sort key of a :class:`Row`: the op's place in ``CLASSES``, then its case (:func:`_order`)."""
+    return list(CLASSES.values()).index(row.op), _order(row.case)
+
+
 def load(path: pathlib.Path):
     from asv.results import Results
 

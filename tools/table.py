@@ -75,7 +75,7 @@ def merged_rows(runs: list, current: dict | None) -> list[report.Row]:
                 else:
                     row.peers = {**old.peers, **row.peers}
             merged[row.op, row.case] = row
-    return sorted(merged.values(), key=lambda r: (list(report.CLASSES.values()).index(r.op), report._order(r.case)))
+    return sorted(merged.values(), key=report.row_order)
 
 
 def main() -> None:
