@@ -30,13 +30,11 @@ def test_publish_runs_where_only_asv_is_installed():
     assert out.stdout.rstrip().splitlines()[-2].startswith("site: ")
     now = (ROOT / ".asv" / "html" / "now.html").read_text()
     assert "nvidia-h200" in now and "bf16 8192x5120" in now  # the committed grid run
-    # Each case's newest result: bd7528db ran forward+backward alone, so the other ops' cases stay at
-    # 388828d5's whole-suite run (the page used to show bd7528db's one table only).
     h200 = now.split('id="nvidia-h200"')[1].split("<h2")[0]
     tables = {t.split("</h3>")[0]: t for t in h200.split("<h3>")[1:]}
     assert set(tables) == {"forward", "forward+residual", "inference", "forward+backward"}
-    assert "<td>bf16 8192x5120</td><td>388828d512</td>" in tables["inference"]
-    assert "<td>bf16 8192x5120</td><td>bd7528db34</td>" in tables["forward+backward"]
+    # 10c8835f: the latest whole-suite run measured every case.
+    assert "<td>bf16 8192x5120</td><td>10c8835ff4</td>" in tables["inference"]
     # Prefill cases whose kernel did not change from 2573e966 to ee282836 drifted up to +2.05% over
     # four H200 leases; at 1.5% asv publish flagged all five (docs/performance.md, "Detection").
     flagged = publish.flags(ROOT / ".asv" / "html")
@@ -50,6 +48,24 @@ def test_publish_runs_where_only_asv_is_installed():
                  # A real slowdown at 388828d5 (0.950 -> 0.900), fixed by 2f4ef54: 0.965 at bd7528db.
                  "Training.track_ratio('fused', 'fp32 8192x4096')"):
         assert f"add_rmsnorm.{case}" not in flagged
+
+
+def test_now_shows_each_cases_newest_result_when_a_run_measured_one_class(tmp_path):
+    # bd7528db ran forward+backward alone, so the other ops' cases stay at 388828d5's whole-suite run
+    # (the page used to show the latest commit's one table only).
+    import shutil
+
+    h200 = tmp_path / "nvidia-h200"
+    h200.mkdir()
+    shutil.copy(ROOT / "results" / "benchmarks.json", tmp_path)
+    for name in ("machine.json", "388828d5-virtualenv-py3.12.json", "bd7528db-virtualenv-py3.12.json"):
+        shutil.copy(ROOT / "results" / "nvidia-h200" / name, h200)
+    section = publish.machine_section("nvidia-h200", tmp_path, ROOT / "provenance", "", {}, None)
+    tables = {t.split("</h3>")[0]: t for t in section.split("<h3>")[1:]}
+    assert set(tables) == {"forward", "forward+residual", "inference", "forward+backward"}
+    assert "<td>bf16 8192x5120</td><td>388828d512</td>" in tables["inference"]
+    assert "<td>bf16 8192x5120</td><td>bd7528db34</td>" in tables["forward+backward"]
+    assert "latest benchmarked commit <code>bd7528db34</code>" in section
 
 
 def test_regressions_page_says_so_when_there_are_none(tmp_path):
