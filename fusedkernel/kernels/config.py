@@ -363,6 +363,25 @@ def backward_candidates(n_cols: int, elem_bytes: int, max_splits: int,
     return list(dict.fromkeys(out))
 
 
+def backward_neighbours(n_cols: int, elem_bytes: int, max_splits: int,
+                        settings: Settings = HOPPER) -> list[BackwardConfig]:
+    """What ``tune_backward.py --around-rule`` sweeps: the rule's choice first, then its tile at 1, 2 or 4 rows
+    per SM held by 256, 512 or 1024 threads per SM, in every arrangement of 4-, 8- or 16-warp programs.
+
+    The grid of docs/tuning.md#backward-whole-rows' table. Only the rule's
+    choice where it is not the rows path. Arguments as for :func:`backward_config`.
+    """
+    rule = backward_config(n_cols, elem_bytes, max_splits, settings)
+    out = [rule]
+    if rule.path == "rows":
+        for rows_per_sm, threads, per_sm in itertools.product([1, 2, 4], [256, 512, 1024], [1, 2, 4]):
+            warps = threads // (32 * per_sm)
+            if rows_per_sm % per_sm == 0 and warps in (4, 8, 16):
+                out.append(dataclasses.replace(rule, block_m=rows_per_sm // per_sm, num_warps=warps,
+                                               programs_per_sm=per_sm))
+    return list(dict.fromkeys(out))
+
+
 def dw_sum_config(n_parts: int, settings: Settings = HOPPER) -> tuple[int, int]:
     """(shares per step, columns per program) for summing ``n_parts`` >= 1 dweight shares; else ValueError."""
     if n_parts < 1:

@@ -6,7 +6,7 @@ import pytest
 import triton
 
 from fusedkernel.kernels.config import (FALLBACK, HOPPER, SETTINGS, BackwardConfig, ForwardConfig, backward_candidates,
-                                       backward_config, dw_sum_config, forward_candidates, forward_config,
+                                       backward_config, backward_neighbours, dw_sum_config, forward_candidates, forward_config,
                                        row_pieces, settings_for)
 
 F, B = HOPPER.forward, HOPPER.backward
@@ -225,3 +225,22 @@ def test_split_candidates_split():
                     assert 2 <= -(-n // cfg.block_n) <= max_splits, (n, max_splits, cfg)
     assert any(c.path == "split" for c in backward_candidates(2880, 2, 132))  # from 2048 wide
     assert not any(c.path in ("split", "columns") for c in backward_candidates(2048, 2, 132))
+
+
+@pytest.mark.parametrize("n, elem_bytes", [(1024, 2), (2880, 2), (12288, 2), (2880, 4), (6144, 4)])
+def test_backward_neighbours_vary_rows_and_threads_per_sm_around_the_rule(n, elem_bytes):
+    # docs/tuning.md#backward-whole-rows' table: the rule's tile at 1, 2 or 4 rows per SM held by 256,
+    # 512 or 1024 threads per SM, every arrangement of 4-, 8- or 16-warp programs.
+    rule, *rest = cfgs = backward_neighbours(n, elem_bytes, 132)
+    assert rule == backward_config(n, elem_bytes, 132) and len(set(cfgs)) == len(cfgs)
+    assert all((c.path, c.block_n, c.tail_n, c.wait_warps) == (rule.path, rule.block_n, rule.tail_n, rule.wait_warps)
+               for c in rest)
+    # (rows, warps, programs per SM): 14 settings; 1 row on 1024 threads would need 32 warps.
+    want = {(1, 8, 1), (1, 16, 1), (2, 8, 1), (1, 4, 2), (2, 16, 1), (1, 8, 2), (1, 16, 2), (4, 8, 1), (2, 4, 2),
+            (4, 16, 1), (2, 8, 2), (1, 4, 4), (2, 16, 2), (1, 8, 4)}
+    got = {(c.block_m, c.num_warps, c.programs_per_sm) for c in cfgs}
+    assert want <= got and got - want <= {(rule.block_m, rule.num_warps, rule.programs_per_sm)}
+
+
+def test_backward_neighbours_are_the_rule_alone_off_the_rows_path():
+    assert backward_neighbours(16384, 2, 132) == [backward_config(16384, 2, 132)]  # split

@@ -1,10 +1,11 @@
 """Sweep the backward launch settings on a GPU: fraction of the floor per candidate.
 
-    python tools/kernel/tune_backward.py [--dtypes bf16,fp32] [--widths 512,4096,...] [--mib 64]
-                                         [--paths rows,split,columns] [--json FILE]
+    python tools/kernel/tune_backward.py [--dtypes bf16,fp32] [--widths 512,4096,...] [--mib 64 | --rows 8192]
+                                         [--paths rows,split,columns | --around-rule] [--json FILE]
 
 Candidates: ``fusedkernel.kernels.config.backward_candidates`` (the rule's
-choice first). ``backward_rows`` alone is timed against ``torch.addcmul(x,
+choice first), or with ``--around-rule`` ``backward_neighbours``: the rule's
+tile at 1-4 rows per SM held by 256-1024 threads per SM (14 settings). ``backward_rows`` alone is timed against ``torch.addcmul(x,
 r, dy, out=dx)``: the same 4 row-trips (read x, residual and dy, write dx).
 Each candidate is checked against a float64 evaluation of the backward
 formula (kernels/backward.py). ``--paths``: only candidates of these paths
@@ -19,7 +20,7 @@ import torch
 
 from _sweep import DTYPES, header, json_path, names, rows_for, sweep, write_json
 from fusedkernel.kernels import launch
-from fusedkernel.kernels.config import backward_candidates
+from fusedkernel.kernels.config import backward_candidates, backward_neighbours
 
 PATHS = ("rows", "split", "columns")
 WIDTHS = [512, 2048, 4096, 5120, 8192, 16384, 65536, 262144]
@@ -37,8 +38,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dtypes", default="bf16")
     ap.add_argument("--widths", default=",".join(map(str, WIDTHS)))
-    ap.add_argument("--mib", type=int, default=64)
+    ap.add_argument("--mib", type=int, default=64, help="rows for this many MiB of bf16 x")
+    ap.add_argument("--rows", type=int, help="this many rows instead (docs/tuning.md's sweeps: 8192)")
     ap.add_argument("--paths", default=",".join(PATHS), help="sweep only these paths (comma-separated)")
+    ap.add_argument("--around-rule", action="store_true", help="sweep backward_neighbours, not the candidates")
     ap.add_argument("--json", type=json_path, help="write every measured candidate to this file as well")
     a = ap.parse_args()
     try:
@@ -47,10 +50,12 @@ def main() -> None:
         ap.error(str(e))
     if not set(paths) <= set(PATHS):
         ap.error(f"--paths: {sorted(set(paths) - set(PATHS))} not among {PATHS}")
+    if a.rows is not None and a.rows < 1:
+        ap.error(f"--rows: a positive row count, got {a.rows}")
     header()
     rows_out = []
     for dname, n in itertools.product(a.dtypes.split(","), map(int, a.widths.split(","))):
-        rows = rows_for(n, a.mib)
+        rows = a.rows or rows_for(n, a.mib)
         x, r, dy = (torch.randn(rows, n, device="cuda", dtype=DTYPES[dname]) for _ in range(3))
         w = torch.randn(n, device="cuda", dtype=DTYPES[dname])
         t = x.float() + r.float()
@@ -69,8 +74,11 @@ def main() -> None:
             if not (err_dx < tol and err_dw < tol_dw):
                 raise ValueError(f"relative error dx {err_dx:.3g}, dw {err_dw:.3g}")
 
-        cands = backward_candidates(n, x.element_size(), launch._max_splits(0))
-        cands = cands[:1] + [c for c in cands[1:] if c.path in paths]
+        if a.around_rule:
+            cands = backward_neighbours(n, x.element_size(), launch._max_splits(0))
+        else:
+            cands = backward_candidates(n, x.element_size(), launch._max_splits(0))
+            cands = cands[:1] + [c for c in cands[1:] if c.path in paths]
         rows_out += sweep(f"{dname} {rows}x{n}", cands,
                           lambda cfg: launch.backward_rows(dy, None, x, r, w, rstd, dx, cfg=cfg), check,
                           lambda: torch.addcmul(x, r, dy, out=dx))
