@@ -48,3 +48,14 @@ def test_a_json_path_that_cannot_be_written_is_refused_before_measuring(tmp_path
     for bad in ("/proc/rows.json", str(tmp_path / "missing" / "rows.json"), str(tmp_path), ""):
         with pytest.raises(argparse.ArgumentTypeError):
             _sweep.json_path(bad)
+
+
+def test_tune_backward_refuses_bad_options_before_measuring():
+    import subprocess
+
+    script = pathlib.Path(__file__).resolve().parents[2] / "tools" / "kernel" / "tune_backward.py"
+    for args, message in ((["--rows", "0"], "--rows: a positive row count, got 0"),
+                          (["--around-rule", "--paths", "rows"], "--around-rule sweeps the rule's own path"),
+                          (["--paths", "rows,bogus"], "--paths: ['bogus'] not among")):
+        out = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True)
+        assert out.returncode == 2 and message in out.stderr, (args, out.stderr[-500:])

@@ -40,16 +40,18 @@ def main() -> None:
     ap.add_argument("--widths", default=",".join(map(str, WIDTHS)))
     ap.add_argument("--mib", type=int, default=64, help="rows for this many MiB of bf16 x")
     ap.add_argument("--rows", type=int, help="this many rows instead (docs/tuning.md's sweeps: 8192)")
-    ap.add_argument("--paths", default=",".join(PATHS), help="sweep only these paths (comma-separated)")
+    ap.add_argument("--paths", help="sweep only these paths (comma-separated; default: all)")
     ap.add_argument("--around-rule", action="store_true", help="sweep backward_neighbours, not the candidates")
     ap.add_argument("--json", type=json_path, help="write every measured candidate to this file as well")
     a = ap.parse_args()
     try:
-        paths = names(a.paths, "--paths")
+        paths = names(a.paths or ",".join(PATHS), "--paths")
     except ValueError as e:
         ap.error(str(e))
     if not set(paths) <= set(PATHS):
         ap.error(f"--paths: {sorted(set(paths) - set(PATHS))} not among {PATHS}")
+    if a.around_rule and a.paths:
+        ap.error("--around-rule sweeps the rule's own path: leave out --paths")
     if a.rows is not None and a.rows < 1:
         ap.error(f"--rows: a positive row count, got {a.rows}")
     header()
