@@ -369,7 +369,7 @@ def backward_neighbours(n_cols: int, elem_bytes: int, max_splits: int,
     per SM held by 256, 512 or 1024 threads per SM, in every arrangement of 4-, 8- or 16-warp programs.
 
     The grid of docs/tuning.md#backward-whole-rows' table. Only the rule's
-    choice where it is not the rows path. Arguments as for :func:`backward_config`.
+    choice where it is not the rows path. Arguments and ValueError as for :func:`backward_config`.
     """
     rule = backward_config(n_cols, elem_bytes, max_splits, settings)
     out = [rule]
