@@ -56,6 +56,7 @@ def test_tune_backward_refuses_bad_options_before_measuring():
     script = pathlib.Path(__file__).resolve().parents[2] / "tools" / "kernel" / "tune_backward.py"
     for args, message in ((["--rows", "0"], "--rows: a positive row count, got 0"),
                           (["--around-rule", "--paths", "rows"], "--around-rule sweeps the rule's own path"),
+                          (["--mib", "64", "--rows", "8192"], "give --mib or --rows, not both"),
                           (["--paths", "rows,bogus"], "--paths: ['bogus'] not among")):
         out = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True)
         assert out.returncode == 2 and message in out.stderr, (args, out.stderr[-500:])

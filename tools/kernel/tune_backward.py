@@ -5,10 +5,11 @@
 
 Candidates: ``fusedkernel.kernels.config.backward_candidates`` (the rule's
 choice first), or with ``--around-rule`` ``backward_neighbours``: the rule's
-tile at 1-4 rows per SM held by 256-1024 threads per SM (14 settings). ``backward_rows`` alone is timed against ``torch.addcmul(x,
-r, dy, out=dx)``: the same 4 row-trips (read x, residual and dy, write dx).
-Each candidate is checked against a float64 evaluation of the backward
-formula (kernels/backward.py). ``--paths``: only candidates of these paths
+tile at 1-4 rows per SM held by 256-1024 threads per SM (14 settings).
+``backward_rows`` alone is timed against ``torch.addcmul(x, r, dy, out=dx)``:
+the same 4 row-trips (read x, residual and dy, write dx). Each candidate is
+checked against a float64 evaluation of the backward formula
+(kernels/backward.py). ``--paths``: only candidates of these paths
 (the rule's choice is always timed first). Timing, table and ``--json``:
 ``_sweep.py``.
 """
@@ -38,7 +39,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dtypes", default="bf16")
     ap.add_argument("--widths", default=",".join(map(str, WIDTHS)))
-    ap.add_argument("--mib", type=int, default=64, help="rows for this many MiB of bf16 x")
+    ap.add_argument("--mib", type=int, help="rows for this many MiB of bf16 x (default: 64)")
     ap.add_argument("--rows", type=int, help="this many rows instead (docs/tuning.md's sweeps: 8192)")
     ap.add_argument("--paths", help="sweep only these paths (comma-separated; default: all)")
     ap.add_argument("--around-rule", action="store_true", help="sweep backward_neighbours, not the candidates")
@@ -52,12 +53,14 @@ def main() -> None:
         ap.error(f"--paths: {sorted(set(paths) - set(PATHS))} not among {PATHS}")
     if a.around_rule and a.paths:
         ap.error("--around-rule sweeps the rule's own path: leave out --paths")
+    if a.rows is not None and a.mib is not None:
+        ap.error("give --mib or --rows, not both")
     if a.rows is not None and a.rows < 1:
         ap.error(f"--rows: a positive row count, got {a.rows}")
     header()
     rows_out = []
     for dname, n in itertools.product(a.dtypes.split(","), map(int, a.widths.split(","))):
-        rows = a.rows or rows_for(n, a.mib)
+        rows = a.rows or rows_for(n, a.mib or 64)
         x, r, dy = (torch.randn(rows, n, device="cuda", dtype=DTYPES[dname]) for _ in range(3))
         w = torch.randn(n, device="cuda", dtype=DTYPES[dname])
         t = x.float() + r.float()
