@@ -191,8 +191,8 @@ HOPPER = Settings(
         looped=ForwardConfig("looped", 1, 4096, 1, 8)),
     backward=BackwardSettings(
         max_tile_n=16384, max_tile_bytes=24576, narrow_row_bytes=2048, narrow_tile_bytes=8192,
-        narrow_programs_per_sm=2, min_warps=4, row_bytes_per_sm=20480, max_rows_per_sm=4, resident_tile_bytes=16384, threads_per_sm=512,
-        wide_threads_per_sm=256, wait_cols_per_warp=1024, sum_tile_elems=4096,
+        narrow_programs_per_sm=2, min_warps=4, row_bytes_per_sm=20480, max_rows_per_sm=4, resident_tile_bytes=16384,
+        threads_per_sm=512, wide_threads_per_sm=256, wait_cols_per_warp=1024, sum_tile_elems=4096,
         columns=BackwardConfig("columns", 1, 2048, 4, 4),
         split_2byte=BackwardConfig("split", 2, 1024, 4, 4), split_4byte=BackwardConfig("split", 2, 2048, 4, 2),
         dw_sum_tile_elems=1024, dw_sum_max_p=64, dw_sum_min_cols=16, dw_sum_warps=4),

@@ -6,8 +6,8 @@ import pytest
 import triton
 
 from fusedkernel.kernels.config import (FALLBACK, HOPPER, SETTINGS, BackwardConfig, ForwardConfig, backward_candidates,
-                                       backward_config, backward_neighbours, dw_sum_config, forward_candidates, forward_config,
-                                       row_pieces, settings_for)
+                                       backward_config, backward_neighbours, dw_sum_config, forward_candidates,
+                                       forward_config, row_pieces, settings_for)
 
 F, B = HOPPER.forward, HOPPER.backward
 MAX_TILE_BYTES, SPLIT_BLOCK_N, WEIGHT_FIRST_MAX_N = F.max_tile_bytes, F.split.block_n, F.weight_first_max_n
