@@ -89,18 +89,14 @@ def machine_section(machine: str, results_dir: pathlib.Path, prov_dir: pathlib.P
                 history.setdefault((r.op, r.case), []).append(r.ratio)
             if r.ratio or (r.op, r.case) not in newest:
                 newest[r.op, r.case] = (c, r)
-    links = {}  # commit -> its newest run's provenance link, or None
-
-    def run_link(c: str) -> str | None:
-        if c not in links:
-            anchor = latest_record(prov_dir, machine, c)
-            links[c] = html.escape(f"{site_prefix}provenance.html#{urllib.parse.quote(anchor)}") if anchor else None
-        return links[c]
-
     commit = runs[-1][0]
     from_commits = sorted({c for c, _ in newest.values()}, key=[c for c, _ in runs].index)
-    sources = ", ".join(f'<code>{html.escape(c[:10])}</code> (' + (f'<a href="{run_link(c)}">provenance</a>'
-                                                                   if run_link(c) else "provenance not recorded")
+    links = {}  # commit -> its newest run's provenance link, or None
+    for c in from_commits:
+        anchor = latest_record(prov_dir, machine, c)
+        links[c] = html.escape(f"{site_prefix}provenance.html#{urllib.parse.quote(anchor)}") if anchor else None
+    sources = ", ".join(f'<code>{html.escape(c[:10])}</code> (' + (f'<a href="{links[c]}">provenance</a>'
+                                                                   if links[c] else "provenance not recorded")
                         + ")" for c in from_commits)
     out = [f'<h2 id="{html.escape(machine)}">{html.escape(machine)}</h2>',
            f"<p>{note}Each case's newest result, from {sources}; latest benchmarked commit "
@@ -135,7 +131,7 @@ def machine_section(machine: str, results_dir: pathlib.Path, prov_dir: pathlib.P
             cells += [report.fmt(r.peers.get(p), 2) for p in report.PEERS] + [prev, best]
             out.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + f"<td>{flag}</td>"
                        f'<td><a href="{html.escape(link)}">graph</a>'
-                       + (f' <a href="{run_link(source)}">run</a>' if run_link(source) else "")
+                       + (f' <a href="{links[source]}">run</a>' if links[source] else "")
                        + "</td></tr>")
         out.append("</table>")
     return "\n".join(out)
