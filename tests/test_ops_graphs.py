@@ -47,10 +47,12 @@ def test_compile_inplace_residual(device):
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("n", [4096, 65536])
-def test_cuda_graph_capture_and_replay_forward_and_backward(n):
-    x = torch.randn(64, n, device="cuda", requires_grad=True)
-    r = torch.randn(64, n, device="cuda")
+# Decode (dweight summed in the backward's launch); split rows and prefill
+# rows (the sum launched as a programmatic dependent on Hopper).
+@pytest.mark.parametrize("rows, n", [(64, 4096), (64, 65536), (1024, 2880)])
+def test_cuda_graph_capture_and_replay_forward_and_backward(rows, n):
+    x = torch.randn(rows, n, device="cuda", requires_grad=True)
+    r = torch.randn(rows, n, device="cuda")
     w = torch.randn(n, device="cuda", requires_grad=True)
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())

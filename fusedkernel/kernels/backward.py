@@ -12,7 +12,7 @@ config.py):
 
 * rows: persistent programs each hold whole rows (one power-of-two tile,
   or two pieces where one tile would leave many lanes masked), walk row blocks pid,
-  pid + G, ... (loading the next block before this one's sums) and keep
+  pid + G, ... (loading the next block and its rstd before this one's sums) and keep
   their share of dw in registers, written once to ``dw_part[pid, :]``.
   Reads x, residual, dy and writes dx once: 4 row-trips.
 * split (GPU: tiles over 24 KiB, e.g. bf16 rows over 12288): each row is split over adjacent programs
@@ -28,7 +28,8 @@ config.py):
 
 Where more than one program holds rows, dw_part is summed over its first
 axis in a fixed order (deterministic) and rounded to weight's dtype: by
-``_dw_sum_kernel``, one small launch where torch's sum and cast were two; or,
+``_dw_sum_kernel``, one small launch where torch's sum and cast were two (on
+Hopper a programmatic dependent launch, started during the backward's tail); or,
 where the rows kernel's grid is at most one program per SM (decode), by the
 rows kernel itself after a grid-wide wait (GPU only: the interpreter runs
 programs one by one).
@@ -36,6 +37,7 @@ programs one by one).
 
 import triton
 import triton.language as tl
+from triton.language.extra.cuda import gdc_wait
 
 from .forward import _aligned, _exchange, _multiple
 
@@ -67,6 +69,7 @@ def _bwd_rows_kernel(
     # their DRAM latency overlaps this block's math.
     x, r, dy = _bwd_tile(x_ptr, r_ptr, dy_ptr, pid, n_blocks, n_rows, cols, col_ok, stride_x, stride_r, stride_dy,
                          BLOCK_M)
+    rstd_next = _bwd_rstd(rstd_ptr, pid, n_blocks, n_rows, BLOCK_M)
     if TAIL_N > 0:
         cols2 = BLOCK_N + tl.arange(0, TAIL_N)
         col_ok2 = cols2 < n_cols
@@ -77,7 +80,7 @@ def _bwd_rows_kernel(
     for block in tl.range(pid, n_blocks, n_progs):
         rows = tl.cast(block, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
         row_ok = rows < n_rows
-        rstd = tl.load(rstd_ptr + rows, mask=row_ok, other=0.0)
+        rstd = rstd_next
         t_hat = (x.to(tl.float32) + r.to(tl.float32)) * rstd[:, None]
         dy32 = dy.to(tl.float32)
         if TAIL_N > 0:
@@ -86,6 +89,7 @@ def _bwd_rows_kernel(
         # Both pieces' next loads go out together, before the row sums' barriers.
         x, r, dy = _bwd_tile(x_ptr, r_ptr, dy_ptr, block + n_progs, n_blocks, n_rows, cols, col_ok, stride_x,
                              stride_r, stride_dy, BLOCK_M)
+        rstd_next = _bwd_rstd(rstd_ptr, block + n_progs, n_blocks, n_rows, BLOCK_M)
         if TAIL_N > 0:
             x2, r2, dy2 = _bwd_tile(x_ptr, r_ptr, dy_ptr, block + n_progs, n_blocks, n_rows, cols2, col_ok2,
                                     stride_x, stride_r, stride_dy, BLOCK_M)
@@ -259,15 +263,17 @@ def _bwd_split_kernel(
     # they are in flight while the program waits for its lane.
     x, r, dy = _bwd_tile(x_ptr, r_ptr, dy_ptr, lane, n_blocks, n_rows, cols, col_ok, stride_x, stride_r, stride_dy,
                          BLOCK_M)
+    rstd_next = _bwd_rstd(rstd_ptr, lane, n_blocks, n_rows, BLOCK_M)
     for block in tl.range(lane, n_blocks, n_lanes):
         rows = tl.cast(block, tl.int64) * BLOCK_M + ms
         row_ok = rows < n_rows
         m = row_ok[:, None] & col_ok[None, :]
-        rstd = tl.load(rstd_ptr + rows, mask=row_ok, other=0.0)
+        rstd = rstd_next
         t_hat = (x.to(tl.float32) + r.to(tl.float32)) * rstd[:, None]
         dy32 = dy.to(tl.float32)
         x, r, dy = _bwd_tile(x_ptr, r_ptr, dy_ptr, block + n_lanes, n_blocks, n_rows, cols, col_ok, stride_x,
                              stride_r, stride_dy, BLOCK_M)
+        rstd_next = _bwd_rstd(rstd_ptr, block + n_lanes, n_blocks, n_rows, BLOCK_M)
         g = dy32 * w[None, :]
         dot = _exchange(tl.sum(g * t_hat, axis=1), slot_ptr, epoch, block, part, BLOCK_M, SPLITS, SPLITS_POW2)
         c = dot / n_cols
@@ -291,6 +297,21 @@ def _bwd_tile(x_ptr, r_ptr, dy_ptr, block, n_blocks, n_rows, cols, col_ok, strid
 
 
 @triton.jit
-def _dw_sum_kernel(part_ptr, dw_ptr, n_parts, n_cols, BLOCK_P: tl.constexpr, BLOCK_N: tl.constexpr):
-    # One program per BLOCK_N columns of dw.
+def _bwd_rstd(rstd_ptr, block, n_blocks, n_rows, BLOCK_M: tl.constexpr):
+    # The forward's rstd of one row block (zeros past the last block). Loaded
+    # with the block's tile, not before its math: a load there stalls the
+    # program for a DRAM round trip each block (docs/tuning.md#backward-rstd-ahead).
+    rows = tl.cast(block, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    return tl.load(rstd_ptr + rows, mask=(rows < n_rows) & (block < n_blocks), other=0.0)
+
+
+@triton.jit
+def _dw_sum_kernel(part_ptr, dw_ptr, n_parts, n_cols, BLOCK_P: tl.constexpr, BLOCK_N: tl.constexpr,
+                   PDL: tl.constexpr):
+    # One program per BLOCK_N columns of dw. PDL: launched as a programmatic
+    # dependent of the backward, so its programs start while the backward's
+    # last ones run and wait here for all of its stores
+    # (docs/tuning.md#dweight-sum).
+    if PDL:
+        gdc_wait()
     _sum_columns(part_ptr, dw_ptr, n_parts, n_cols, tl.program_id(0), BLOCK_P, BLOCK_N, "")

@@ -138,6 +138,12 @@ def _vector_width(elem_bytes: int, bits: int) -> int:
 
 
 @functools.lru_cache(maxsize=16)
+def _dependent_launch(device: torch.device) -> bool:
+    # Programmatic dependent launch needs Hopper or later (griddepcontrol); the interpreter has none.
+    return device.type == "cuda" and not INTERPRET and torch.cuda.get_device_capability(device)[0] >= 9
+
+
+@functools.lru_cache(maxsize=16)
 def _sm_count(index: int) -> int:
     return torch.cuda.get_device_properties(index).multi_processor_count
 
@@ -320,8 +326,9 @@ def sum_shares(dw_part: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     settings = _settings(dw_part.get_device())
     block_p, block_n = dw_sum_config(n_parts, settings)
     dw = torch.empty(n_cols, dtype=dtype, device=dw_part.device)
+    pdl = _dependent_launch(dw_part.device)
     _dw_sum_kernel[(-(-n_cols // block_n),)](dw_part, dw, n_parts, n_cols, BLOCK_P=block_p, BLOCK_N=block_n,
-                                             num_warps=settings.backward.dw_sum_warps)
+                                             PDL=pdl, num_warps=settings.backward.dw_sum_warps, launch_pdl=pdl)
     return dw
 
 
