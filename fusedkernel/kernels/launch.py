@@ -316,7 +316,8 @@ def sum_shares(dw_part: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """Sum the backward's fp32 dweight shares (P, N) over P, in a fixed order; return (N,) in ``dtype``.
 
     One launch on the current device and stream, summing in fp32 and rounding
-    once (torch's ``dw_part.sum(0).to(dtype)`` is two). dw_part must be a
+    once (torch's ``dw_part.sum(0).to(dtype)`` is two); on Hopper and later a
+    programmatic dependent launch that waits for the previous kernel's stores. dw_part must be a
     contiguous float32 tensor of at least one row; otherwise ValueError.
     """
     if dw_part.dim() != 2 or dw_part.shape[0] < 1 or dw_part.dtype != torch.float32 or not dw_part.is_contiguous():
