@@ -90,7 +90,8 @@ def machine_section(machine: str, results_dir: pathlib.Path, prov_dir: pathlib.P
             if r.ratio or (r.op, r.case) not in newest:
                 newest[r.op, r.case] = (c, r)
     commit = runs[-1][0]
-    from_commits = sorted({c for c, _ in newest.values()}, key=[c for c, _ in runs].index)
+    run_order = {c: i for i, (c, _) in enumerate(runs)}
+    from_commits = sorted({c for c, _ in newest.values()}, key=run_order.__getitem__)
     links = {}  # commit -> its newest run's provenance link, or None
     for c in from_commits:
         anchor = latest_record(prov_dir, machine, c)
