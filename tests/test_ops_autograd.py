@@ -6,7 +6,7 @@ from torch.library import opcheck
 
 from fusedkernel import add_rmsnorm
 from fusedkernel.kernels.config import BackwardConfig
-from fusedkernel.kernels.launch import backward_rows, sum_shares
+from fusedkernel.kernels.launch import backward_rows, resident_per_sm, sum_shares
 from helpers import rand
 
 # dx, dresidual: one rounding of an fp32 value; dweight sums over rows in fp32.
@@ -258,14 +258,30 @@ def test_backward_sums_dweight_in_its_own_launch_on_gpu(rows, n):
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("rows, n", [(1, 16384), (37, 16385), (300, 100003), (5, 262144), (2, 270337)])
+@pytest.mark.parametrize("rows, n", [(1, 16384), (37, 16385), (300, 100003), (5, 262144), (2, 270337),
+                                     (1100, 20480), (999, 32768), (64, 16392)])
 def test_split_backward_on_gpu(dtype, rows, n):
     # The table's split path: one row (a single lane, dweight stored
     # directly), odd row counts, a prime width (the last program of each row
-    # partly masked), columns widened to keep a row within the SMs (262144
-    # in bf16; 270337 in both dtypes on the H200). Three launches:
-    # the exchange slots are reused with growing epochs.
+    # partly masked), columns widened to keep a row within the SMs (270337
+    # on the H200), and bf16 16385-32768, the 2-byte rows that take the
+    # 4-byte setting (2048 columns, 2 per SM). Three launches: the exchange
+    # slots are reused with growing epochs.
     check_table_backward_on_gpu(dtype, rows, n, "split", ((1, True), (2, True), (3, True)))
+
+
+# H200 (sm_90): 65536 registers, 2048 threads and 233472 bytes of shared memory per SM.
+@pytest.mark.parametrize("n_regs, warps, shared, fit", [
+    (126, 4, 32, 4),  # 128 a thread: 4 programs of 16384 registers
+    (135, 4, 32, 3),  # rounded to 136 a thread: 17408 a program, 3 fit (bf16 20480's split kernel)
+    (141, 8, 32, 1),
+    (255, 4, 32, 2),
+    (32, 16, 0, 4),  # threads: 2048 / 512
+    (32, 4, 100_000, 2),  # shared memory, 1 KiB reserved per program
+    (255, 32, 0, 0),  # 256 x 1024 registers: more than an SM has
+])
+def test_resident_per_sm_counts_registers_by_the_warp_threads_and_shared_memory(n_regs, warps, shared, fit):
+    assert resident_per_sm(n_regs, warps, shared, (65536, 2048, 233472)) == fit
 
 
 @pytest.mark.cuda

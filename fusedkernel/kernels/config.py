@@ -167,6 +167,7 @@ class BackwardSettings:
     columns: BackwardConfig  # rows too wide for a tile, in the interpreter: docs/tuning.md#backward-columns-path
     split_2byte: BackwardConfig  # the split path for bf16/fp16: docs/tuning.md#backward-split-path
     split_4byte: BackwardConfig  # the split path for fp32: docs/tuning.md#backward-split-path
+    split_2byte_max_programs: int  # 2-byte rows split_2byte would split over more programs take split_4byte
     dw_sum_tile_elems: int  # dweight shares summed in tiles of this many: docs/tuning.md#dweight-sum
     dw_sum_max_p: int  # at most this many shares per step: docs/tuning.md#dweight-sum
     dw_sum_min_cols: int  # at least this many columns per program: docs/tuning.md#dweight-sum
@@ -195,6 +196,7 @@ HOPPER = Settings(
         threads_per_sm=512, wide_threads_per_sm=256, wait_cols_per_warp=1024, sum_tile_elems=4096,
         columns=BackwardConfig("columns", 1, 2048, 4, 4),
         split_2byte=BackwardConfig("split", 2, 1024, 4, 4), split_4byte=BackwardConfig("split", 2, 2048, 4, 2),
+        split_2byte_max_programs=16,
         dw_sum_tile_elems=1024, dw_sum_max_p=64, dw_sum_min_cols=16, dw_sum_warps=4),
 )
 SETTINGS = {"hopper": HOPPER}
@@ -314,6 +316,11 @@ def backward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
     tile_bytes = (block_n + tail_n) * elem_bytes
     if tile_bytes > b.max_tile_bytes and max_splits > 1:
         cfg = b.split_2byte if elem_bytes == 2 else b.split_4byte
+        # Past 16 programs a row, the exchange's wider slot tile takes the
+        # 2-byte kernel over 128 registers a thread: 3 of its 4 programs per
+        # SM fit (docs/tuning.md#backward-split-path).
+        if triton.cdiv(n_cols, cfg.block_n) > b.split_2byte_max_programs:
+            cfg = b.split_4byte
         # Where a row would need more programs than may wait at once, the
         # columns and warps double and the programs per SM halve.
         while triton.cdiv(n_cols, cfg.block_n) > max_splits and cfg.num_warps < MAX_WARPS:

@@ -20,6 +20,7 @@ INTERPRET = bool(triton.knobs.runtime.interpret)
 
 _counters: dict[tuple[int, int, int], torch.Tensor] = {}
 _slots: dict[tuple[int, int], list] = {}
+_resident: dict[tuple, int] = {}
 
 
 def _counter_buffer(device: torch.device, n: int, period: int) -> torch.Tensor:
@@ -154,6 +155,41 @@ def _max_splits(index: int) -> int:
 
 
 @functools.lru_cache(maxsize=16)
+def _sm_limits(index: int) -> tuple[int, int, int]:
+    p = torch.cuda.get_device_properties(index)
+    return p.regs_per_multiprocessor, p.max_threads_per_multi_processor, p.shared_memory_per_multiprocessor
+
+
+def resident_per_sm(n_regs: int, num_warps: int, shared: int, limits: tuple[int, int, int]) -> int:
+    """Programs of a compiled kernel that one SM holds at once (0 if none).
+
+    ``n_regs`` registers a thread (allocated to a warp 256 at a time), ``num_warps``
+    warps and ``shared`` bytes of shared memory a program (the driver reserves
+    1 KiB more per program), against ``limits``: registers, threads and bytes
+    of shared memory per SM.
+    """
+    regs, threads, smem = limits
+    warp_regs = -(-n_regs * 32 // 256) * 256
+    return min(regs // (num_warps * warp_regs), threads // (32 * num_warps), smem // (shared + 1024))
+
+
+def _split_programs_per_sm(cfg: BackwardConfig, key: tuple, args: tuple, meta: dict, device: int) -> int:
+    # A split lane's programs wait for each other every row block: where the
+    # SMs hold fewer programs than the grid, lanes not wholly resident spin
+    # until other lanes finish, and the grid runs in two waves (bf16 8192 x
+    # 20480 at 4 per SM, of which 135 registers a thread let 3 fit: 0.51 of
+    # the floor; docs/tuning.md#backward-split-path). So the grid is what the
+    # compiled kernel's registers, threads and shared memory let every SM hold.
+    fit = _resident.get(key)
+    if fit is None:
+        compiled = _bwd_split_kernel.warmup(*args, grid=(1,), **meta)
+        compiled._init_handles()  # loads the binary: its register count comes from the driver
+        fit = resident_per_sm(compiled.n_regs, cfg.num_warps, compiled.metadata.shared, _sm_limits(device))
+        _resident[key] = fit
+    return max(1, min(cfg.programs_per_sm, fit))
+
+
+@functools.lru_cache(maxsize=16)
 def _settings(index: int) -> Settings:
     # The device's architecture picks the launch settings (the interpreter has none: the fallback).
     return settings_for(None if INTERPRET or index < 0 else torch.cuda.get_device_capability(index))
@@ -259,7 +295,8 @@ def backward_rows(dy2: torch.Tensor, dres2: torch.Tensor | None, x2: torch.Tenso
     switch = x2.is_cuda and x2.device.index != torch.cuda.current_device()
     with torch.cuda.device(x2.device) if switch else nullcontext():
         # Persistent grid (4 programs in the interpreter, which runs them one by one).
-        sms = 0 if INTERPRET else _sm_count(torch.cuda.current_device())
+        index = torch.cuda.current_device() if x2.is_cuda else -1
+        sms = 0 if INTERPRET else _sm_count(index)
         per_device = 4 if INTERPRET else cfg.programs_per_sm * sms
         has_dres = dres2 is not None
         dres_arg = dres2 if has_dres else dy2
@@ -272,12 +309,15 @@ def backward_rows(dy2: torch.Tensor, dres2: torch.Tensor | None, x2: torch.Tenso
                 raise ValueError(f"cfg: the split path's programs per row, {splits}, must be at most "
                                  f"{max_splits} (they wait for each other, so they must fit "
                                  "at once: one per SM on a GPU, one in the interpreter)")
-            lanes = max(1, min(row_blocks, per_device // splits))
+            meta.update(SPLITS=splits, SPLITS_POW2=1 << (splits - 1).bit_length())
+            args = (dy2, dres_arg, x2, r2, weight, rstd, dx2, torch.float32, torch.int64, n_rows, n_cols, *strides, 1)
+            key = (index, cfg, splits, vec, has_dres, *(t.dtype for t in (dy2, dres_arg, x2, r2, weight, dx2)))
+            resident = per_device if INTERPRET else _split_programs_per_sm(cfg, key, args, meta, index) * sms
+            lanes = max(1, min(row_blocks, resident // splits))
             dw_part = _dw_parts(lanes, weight)
             slots, epoch = _slot_buffer(x2.device, row_blocks * splits * cfg.block_m)
             _bwd_split_kernel[(lanes * splits,)](dy2, dres_arg, x2, r2, weight, rstd, dx2, dw_part, slots, n_rows,
-                                                 n_cols, *strides, epoch, SPLITS=splits,
-                                                 SPLITS_POW2=1 << (splits - 1).bit_length(), **meta)
+                                                 n_cols, *strides, epoch, **meta)
         elif cfg.path == "columns":
             chunks = -(-n_cols // cfg.block_n)
             groups = max(1, min(row_blocks, -(-per_device // chunks)))

@@ -95,6 +95,22 @@ def test_backward_paths(n, elem_bytes):
     assert backward_config(n, elem_bytes, 1).path == "rows"  # the interpreter never splits
 
 
+# (n, elem_bytes) -> the split setting (rows, columns, warps, programs per SM) on the H200: 2-byte rows
+# of at most 16 programs of 1024 columns, 4 per SM; wider ones and 4-byte rows 2048 columns, 2 per SM;
+# columns and warps double where a row would need more programs than SMs (270337 > 132 x 2048).
+SPLIT_SETTINGS = {(12289, 2): (2, 1024, 4, 4), (16384, 2): (2, 1024, 4, 4), (16385, 2): (2, 2048, 4, 2),
+                  (32768, 2): (2, 2048, 4, 2), (65536, 2): (2, 2048, 4, 2), (262144, 2): (2, 2048, 4, 2),
+                  (270337, 2): (2, 4096, 8, 1), (7168, 4): (2, 2048, 4, 2), (65536, 4): (2, 2048, 4, 2),
+                  (270337, 4): (2, 4096, 8, 1)}
+
+
+@pytest.mark.parametrize("n, elem_bytes", SPLIT_SETTINGS)
+def test_backward_split_settings(n, elem_bytes):
+    cfg = backward_config(n, elem_bytes, 132)
+    assert cfg.path == "split"
+    assert (cfg.block_m, cfg.block_n, cfg.num_warps, cfg.programs_per_sm) == SPLIT_SETTINGS[n, elem_bytes]
+
+
 # n -> (first piece, second piece): two where one tile would be a quarter or more masked.
 PIECES = {1: (1, 0), 3: (2, 1), 5: (4, 1), 6: (4, 2), 7: (8, 0), 1280: (1024, 256), 2880: (2048, 1024),
           3072: (2048, 1024), 3584: (4096, 0), 4096: (4096, 0), 4097: (4096, 1), 5120: (4096, 1024),
