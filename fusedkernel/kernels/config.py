@@ -316,9 +316,9 @@ def backward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
     tile_bytes = (block_n + tail_n) * elem_bytes
     if tile_bytes > b.max_tile_bytes and max_splits > 1:
         cfg = b.split_2byte if elem_bytes == 2 else b.split_4byte
-        # Past 16 programs a row, the exchange's wider slot tile takes the
-        # 2-byte kernel over 128 registers a thread: 3 of its 4 programs per
-        # SM fit (docs/tuning.md#backward-split-path).
+        # More programs a row widen the exchange's slot tile: at 20-32 the
+        # 2-byte kernel took 135-141 registers a thread on the H200, and 3 of
+        # its 4 programs per SM fit (docs/tuning.md#backward-split-path).
         if triton.cdiv(n_cols, cfg.block_n) > b.split_2byte_max_programs:
             cfg = b.split_4byte
         # Where a row would need more programs than may wait at once, the

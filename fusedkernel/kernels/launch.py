@@ -176,10 +176,9 @@ def resident_per_sm(n_regs: int, num_warps: int, shared: int, limits: tuple[int,
 def _split_programs_per_sm(cfg: BackwardConfig, key: tuple, args: tuple, meta: dict, device: int) -> int:
     # A split lane's programs wait for each other every row block: where the
     # SMs hold fewer programs than the grid, lanes not wholly resident spin
-    # until other lanes finish, and the grid runs in two waves (bf16 8192 x
-    # 20480 at 4 per SM, of which 135 registers a thread let 3 fit: 0.51 of
-    # the floor; docs/tuning.md#backward-split-path). So the grid is what the
-    # compiled kernel's registers, threads and shared memory let every SM hold.
+    # until other lanes finish and the grid runs in two waves
+    # (docs/tuning.md#backward-split-path). So the grid is what the compiled
+    # kernel's registers, threads and shared memory let every SM hold.
     fit = _resident.get(key)
     if fit is None:
         compiled = _bwd_split_kernel.warmup(*args, grid=(1,), **meta)
@@ -310,9 +309,12 @@ def backward_rows(dy2: torch.Tensor, dres2: torch.Tensor | None, x2: torch.Tenso
                                  f"{max_splits} (they wait for each other, so they must fit "
                                  "at once: one per SM on a GPU, one in the interpreter)")
             meta.update(SPLITS=splits, SPLITS_POW2=1 << (splits - 1).bit_length())
-            args = (dy2, dres_arg, x2, r2, weight, rstd, dx2, torch.float32, torch.int64, n_rows, n_cols, *strides, 1)
-            key = (index, cfg, splits, vec, has_dres, *(t.dtype for t in (dy2, dres_arg, x2, r2, weight, dx2)))
-            resident = per_device if INTERPRET else _split_programs_per_sm(cfg, key, args, meta, index) * sms
+            resident = per_device
+            if not INTERPRET:
+                args = (dy2, dres_arg, x2, r2, weight, rstd, dx2, torch.float32, torch.int64, n_rows, n_cols,
+                        *strides, 1)
+                key = (index, cfg, splits, vec, has_dres, *(t.dtype for t in (dy2, dres_arg, x2, r2, weight, dx2)))
+                resident = _split_programs_per_sm(cfg, key, args, meta, index) * sms
             lanes = max(1, min(row_blocks, resident // splits))
             dw_part = _dw_parts(lanes, weight)
             slots, epoch = _slot_buffer(x2.device, row_blocks * splits * cfg.block_m)
