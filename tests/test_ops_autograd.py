@@ -55,7 +55,10 @@ def test_gradients_match_float64_reference(dtype, n, with_res_grad, device):
 
 @pytest.mark.parametrize("cfg", [BackwardConfig("rows", 1, 64, 4, 2), BackwardConfig("columns", 2, 16, 4, 1),
                                  BackwardConfig("split", 1, 64, 4, 2),
-                                 pytest.param(BackwardConfig("split", 2, 16, 4, 2), marks=pytest.mark.cuda)])
+                                 BackwardConfig("split", 1, 64, 4, 2, exchange_behind=True),
+                                 pytest.param(BackwardConfig("split", 2, 16, 4, 2), marks=pytest.mark.cuda),
+                                 pytest.param(BackwardConfig("split", 2, 16, 4, 2, exchange_behind=True),
+                                              marks=pytest.mark.cuda)])
 def test_backward_paths_stay_finite_where_dy_w_t_overflows_float32(cfg, device):
     # dy * w * t ~ 1e38 per element: its row sum overflows float32, but each
     # term scaled by rstd (~1e-16) does not, nor does the gradient.
@@ -95,6 +98,8 @@ def test_one_program_writes_dweight_in_the_weight_dtype(n, device):
     (dict(tail_n=64), r"power of two below block_n \(64\), got 64 on the rows path"),
     (dict(tail_n=-8), "got -8 on the rows path"),
     (dict(path="split", tail_n=16), "got 16 on the split path"),
+    (dict(exchange_behind=True), "exchange_behind is for the split path, got the rows path"),
+    (dict(path="columns", exchange_behind=True), "got the columns path"),
 ])
 def test_bad_backward_settings_are_refused(kwargs, match):
     with pytest.raises(ValueError, match=match):
@@ -106,6 +111,7 @@ def test_bad_backward_settings_are_refused(kwargs, match):
     (dict(programs_per_sm=1.5), "programs_per_sm must be an int, got float 1.5"),
     (dict(block_m=True), "block_m must be an int, got bool True"),
     (dict(tail_n=16.0), "tail_n must be an int, got float 16.0"),
+    (dict(path="split", exchange_behind=1), "exchange_behind must be a bool, got 1"),
 ])
 def test_backward_settings_of_the_wrong_type_are_refused(kwargs, match):
     with pytest.raises(TypeError, match=match):
@@ -185,11 +191,17 @@ def test_custom_op_registration(return_residual, device):
                                  BackwardConfig("rows", 4, 32, 4, 3, tail_n=16),
                                  BackwardConfig("columns", 1, 16, 4, 1), BackwardConfig("columns", 4, 16, 4, 2),
                                  BackwardConfig("columns", 8, 8, 4, 1), BackwardConfig("columns", 2, 64, 8, 4),
-                                 # One program per row: the split kernel runs in the interpreter too.
+                                 # One program per row: the split kernels run in the interpreter too.
                                  BackwardConfig("split", 2, 64, 4, 2), BackwardConfig("split", 4, 64, 4, 1),
+                                 BackwardConfig("split", 2, 64, 4, 2, exchange_behind=True),
+                                 BackwardConfig("split", 4, 64, 4, 1, exchange_behind=True),
                                  # Rows split over 3 and 5 programs, fewer lanes than row blocks.
                                  pytest.param(BackwardConfig("split", 1, 16, 4, 1), marks=pytest.mark.cuda),
-                                 pytest.param(BackwardConfig("split", 2, 8, 4, 4), marks=pytest.mark.cuda)])
+                                 pytest.param(BackwardConfig("split", 2, 8, 4, 4), marks=pytest.mark.cuda),
+                                 pytest.param(BackwardConfig("split", 1, 16, 4, 1, exchange_behind=True),
+                                              marks=pytest.mark.cuda),
+                                 pytest.param(BackwardConfig("split", 2, 8, 4, 4, exchange_behind=True),
+                                              marks=pytest.mark.cuda)])
 @pytest.mark.parametrize("with_dres", [False, True])
 def test_backward_settings_match_float64(cfg, with_dres, device):
     # Every setting the backward sweep (tools/tune_backward.py) may pick computes the same gradients.
@@ -264,9 +276,9 @@ def test_split_backward_on_gpu(dtype, rows, n):
     # The table's split path: one row (a single lane, dweight stored
     # directly), odd row counts, a prime width (the last program of each row
     # partly masked), columns widened to keep a row within the SMs (270337
-    # on the H200), and bf16 16385-32768, the 2-byte rows that take the
-    # 4-byte setting (2048 columns, 2 per SM). Three launches: the exchange
-    # slots are reused with growing epochs.
+    # on the H200), and bf16 over 16384 wide (16385-270337), the 2-byte rows
+    # that take 2048 columns, 2 per SM, with the exchange one row block
+    # behind. Three launches: the exchange slots are reused with growing epochs.
     check_table_backward_on_gpu(dtype, rows, n, "split", ((1, True), (2, True), (3, True)))
 
 

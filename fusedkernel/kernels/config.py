@@ -97,7 +97,9 @@ class BackwardConfig:
     block_n columns per step: a pass over the rows for each row's dot
     product, then a grid of column chunks by row groups writing dx).
     num_warps: warps per program. programs_per_sm: the grid's size, per SM.
-    wait_warps: warps per program when the rows grid has at most one program
+    exchange_behind: the split path waits for a row block's dot products one
+    row block later (three row blocks in registers, not two). wait_warps:
+    warps per program when the rows grid has at most one program
     per SM and waits for itself to sum dweight in the same launch (0:
     num_warps). tail_n: the rows path holds a row as two pieces, block_n
     columns and then tail_n more (0: one piece; else a power of two below
@@ -111,9 +113,14 @@ class BackwardConfig:
     programs_per_sm: int
     wait_warps: int = 0
     tail_n: int = 0
+    exchange_behind: bool = False
 
     def __post_init__(self) -> None:
         _check_settings(self, ("rows", "columns", "split"), ("block_m", "block_n", "num_warps"), ("programs_per_sm",))
+        if type(self.exchange_behind) is not bool:
+            raise TypeError(f"BackwardConfig.exchange_behind must be a bool, got {self.exchange_behind!r}")
+        if self.exchange_behind and self.path != "split":
+            raise ValueError(f"BackwardConfig.exchange_behind is for the split path, got the {self.path} path")
         if type(self.tail_n) is not int:
             raise TypeError(f"BackwardConfig.tail_n must be an int, got {type(self.tail_n).__name__} {self.tail_n!r}")
         if self.tail_n and (self.path != "rows" or self.tail_n < 0 or self.tail_n & (self.tail_n - 1)
@@ -167,7 +174,8 @@ class BackwardSettings:
     columns: BackwardConfig  # rows too wide for a tile, in the interpreter: docs/tuning.md#backward-columns-path
     split_2byte: BackwardConfig  # the split path for bf16/fp16: docs/tuning.md#backward-split-path
     split_4byte: BackwardConfig  # the split path for fp32: docs/tuning.md#backward-split-path
-    split_2byte_max_programs: int  # 2-byte rows split_2byte would split over more programs take split_4byte
+    split_2byte_max_programs: int  # 2-byte rows split_2byte would split over more programs take...
+    split_2byte_wide: BackwardConfig  # ...this: docs/tuning.md#backward-split-path
     dw_sum_tile_elems: int  # dweight shares summed in tiles of this many: docs/tuning.md#dweight-sum
     dw_sum_max_p: int  # at most this many shares per step: docs/tuning.md#dweight-sum
     dw_sum_min_cols: int  # at least this many columns per program: docs/tuning.md#dweight-sum
@@ -196,7 +204,7 @@ HOPPER = Settings(
         threads_per_sm=512, wide_threads_per_sm=256, wait_cols_per_warp=1024, sum_tile_elems=4096,
         columns=BackwardConfig("columns", 1, 2048, 4, 4),
         split_2byte=BackwardConfig("split", 2, 1024, 4, 4), split_4byte=BackwardConfig("split", 2, 2048, 4, 2),
-        split_2byte_max_programs=16,
+        split_2byte_max_programs=16, split_2byte_wide=BackwardConfig("split", 2, 2048, 4, 2, exchange_behind=True),
         dw_sum_tile_elems=1024, dw_sum_max_p=64, dw_sum_min_cols=16, dw_sum_warps=4),
 )
 SETTINGS = {"hopper": HOPPER}
@@ -316,11 +324,12 @@ def backward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
     tile_bytes = (block_n + tail_n) * elem_bytes
     if tile_bytes > b.max_tile_bytes and max_splits > 1:
         cfg = b.split_2byte if elem_bytes == 2 else b.split_4byte
-        # More programs a row widen the exchange's slot tile: at 20-32 the
-        # 2-byte kernel took 135-141 registers a thread on the H200, and 3 of
-        # its 4 programs per SM fit (docs/tuning.md#backward-split-path).
-        if triton.cdiv(n_cols, cfg.block_n) > b.split_2byte_max_programs:
-            cfg = b.split_4byte
+        # More programs a row widen the exchange's slot tile: past 16 the
+        # 2-byte setting's 4 programs per SM no longer fit in registers, and
+        # wider tiles with the exchange behind do better
+        # (docs/tuning.md#backward-split-path).
+        if elem_bytes == 2 and triton.cdiv(n_cols, cfg.block_n) > b.split_2byte_max_programs:
+            cfg = b.split_2byte_wide
         # Where a row would need more programs than may wait at once, the
         # columns and warps double and the programs per SM halve.
         while triton.cdiv(n_cols, cfg.block_n) > max_splits and cfg.num_warps < MAX_WARPS:
@@ -349,7 +358,8 @@ def backward_candidates(n_cols: int, elem_bytes: int, max_splits: int,
     splits it) as two pieces: 1-16 rows, 4-32 warps, 1-4 or 8 programs per
     SM (tiles of at most 16384 elements, at least two per thread). Wider
     than 2048: the columns and split paths with 1-8 rows of 1024-4096
-    columns (at most 8192 elements), 4 or 8 warps, 2 or 4 programs per SM.
+    columns (at most 8192 elements), 4 or 8 warps, 2 or 4 programs per SM;
+    the split path's with its exchange in each row block and behind.
     """
     rule = backward_config(n_cols, elem_bytes, max_splits, settings)
     out = [rule]
@@ -366,7 +376,7 @@ def backward_candidates(n_cols: int, elem_bytes: int, max_splits: int,
             if bm * bn <= 8192:
                 out.append(BackwardConfig("columns", bm, bn, w, per_sm))
                 if 2 <= triton.cdiv(n_cols, bn) <= max_splits:  # one program a row is the rows path
-                    out.append(BackwardConfig("split", bm, bn, w, per_sm))
+                    out += [BackwardConfig("split", bm, bn, w, per_sm, exchange_behind=b) for b in (False, True)]
     return list(dict.fromkeys(out))
 
 

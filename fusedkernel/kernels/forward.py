@@ -93,19 +93,38 @@ def _exchange(sumsq, slot_ptr, epoch, group, part,
     # order and the GPU dispatches programs in order, so every program a group
     # waits for is resident or becomes resident as earlier groups finish (the
     # assumption of CUTLASS's serial split-K semaphore).
+    _publish(sumsq, slot_ptr, epoch, group, part, True, BLOCK_M, SPLITS)
+    return _gather(_poll(slot_ptr, epoch, group, BLOCK_M, SPLITS, SPLITS_POW2), slot_ptr, epoch, group,
+                   BLOCK_M, SPLITS, SPLITS_POW2)
+
+
+@triton.jit
+def _publish(sums, slot_ptr, epoch, group, part, valid, BLOCK_M: tl.constexpr, SPLITS: tl.constexpr):
+    # This program's partial sums for row group ``group`` (none where not valid).
     ms = tl.arange(0, BLOCK_M)
     base = slot_ptr + tl.cast(group, tl.int64) * (SPLITS * BLOCK_M)
     tag = epoch.to(tl.int64) << 32
-    tl.atomic_xchg(base + part * BLOCK_M + ms,
-                   tag | (sumsq.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF), sem="relaxed")
+    tl.atomic_xchg(base + part * BLOCK_M + ms, tag | (sums.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF),
+                   mask=(ms >= 0) & valid, sem="relaxed")
+
+
+@triton.jit
+def _poll(slot_ptr, epoch, group, BLOCK_M: tl.constexpr, SPLITS: tl.constexpr, SPLITS_POW2: tl.constexpr):
+    # One read of row group ``group``'s slots. volatile: a fresh read from L2
+    # each time round (L1 is not coherent across SMs and a loop must not hoist it).
+    ms = tl.arange(0, BLOCK_M)
+    base = slot_ptr + tl.cast(group, tl.int64) * (SPLITS * BLOCK_M)
     ps = tl.arange(0, SPLITS_POW2)
-    slots = base + ps[:, None] * BLOCK_M + ms[None, :]
     used = (ps < SPLITS)[:, None] & (ms >= 0)[None, :]
-    # volatile: a fresh read from L2 each time round (L1 is not coherent
-    # across SMs and the loop must not be hoisted).
-    words = tl.load(slots, mask=used, other=tag, volatile=True)
+    return tl.load(base + ps[:, None] * BLOCK_M + ms[None, :], mask=used, other=epoch.to(tl.int64) << 32,
+                   volatile=True)
+
+
+@triton.jit
+def _gather(words, slot_ptr, epoch, group, BLOCK_M: tl.constexpr, SPLITS: tl.constexpr, SPLITS_POW2: tl.constexpr):
+    # The full sums, from a first read ``words`` of the slots, read again until every slot holds this epoch.
     while tl.min(((words >> 32) == epoch).to(tl.int32)) == 0:
-        words = tl.load(slots, mask=used, other=tag, volatile=True)
+        words = _poll(slot_ptr, epoch, group, BLOCK_M, SPLITS, SPLITS_POW2)
     return tl.sum((words & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True), axis=0)
 
 

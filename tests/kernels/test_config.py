@@ -95,20 +95,23 @@ def test_backward_paths(n, elem_bytes):
     assert backward_config(n, elem_bytes, 1).path == "rows"  # the interpreter never splits
 
 
-# (n, elem_bytes) -> the split setting (rows, columns, warps, programs per SM) on the H200: 2-byte rows
-# of at most 16 programs of 1024 columns, 4 per SM; wider ones and 4-byte rows 2048 columns, 2 per SM;
-# columns and warps double where a row would need more programs than SMs (270337 > 132 x 2048).
-SPLIT_SETTINGS = {(12289, 2): (2, 1024, 4, 4), (16384, 2): (2, 1024, 4, 4), (16385, 2): (2, 2048, 4, 2),
-                  (32768, 2): (2, 2048, 4, 2), (65536, 2): (2, 2048, 4, 2), (262144, 2): (2, 2048, 4, 2),
-                  (270337, 2): (2, 4096, 8, 1), (7168, 4): (2, 2048, 4, 2), (65536, 4): (2, 2048, 4, 2),
-                  (270337, 4): (2, 4096, 8, 1)}
+# (n, elem_bytes) -> the split setting (rows, columns, warps, programs per SM, exchange behind) on the
+# H200 (132 SMs): 2-byte rows of at most 16 programs of 1024 columns, 4 per SM; wider 2-byte rows 2048
+# columns, 2 per SM, the exchange one row block behind; 4-byte rows 2048 columns, 2 per SM; columns
+# and warps double where a row would need more programs than SMs (270337 > 132 x 2048).
+SPLIT_SETTINGS = {(12289, 2): (2, 1024, 4, 4, False), (16384, 2): (2, 1024, 4, 4, False),
+                  (16385, 2): (2, 2048, 4, 2, True), (32768, 2): (2, 2048, 4, 2, True),
+                  (65536, 2): (2, 2048, 4, 2, True), (262144, 2): (2, 2048, 4, 2, True),
+                  (270337, 2): (2, 4096, 8, 1, True), (7168, 4): (2, 2048, 4, 2, False),
+                  (65536, 4): (2, 2048, 4, 2, False), (270337, 4): (2, 4096, 8, 1, False)}
 
 
 @pytest.mark.parametrize("n, elem_bytes", SPLIT_SETTINGS)
 def test_backward_split_settings(n, elem_bytes):
     cfg = backward_config(n, elem_bytes, 132)
     assert cfg.path == "split"
-    assert (cfg.block_m, cfg.block_n, cfg.num_warps, cfg.programs_per_sm) == SPLIT_SETTINGS[n, elem_bytes]
+    assert (cfg.block_m, cfg.block_n, cfg.num_warps, cfg.programs_per_sm,
+            cfg.exchange_behind) == SPLIT_SETTINGS[n, elem_bytes]
 
 
 # n -> (first piece, second piece): two where one tile would be a quarter or more masked.
