@@ -19,8 +19,7 @@ config.py):
   that exchange their partial dot products (the forward's epoch-tagged
   exchange) and hold their tiles through it: 4 row-trips, persistent over
   row blocks, each program's dw share for its columns kept in registers.
-  Its exchange waits in each row block, or (``_bwd_split_behind_kernel``)
-  one row block behind.
+  Its exchange waits in each row block, or (BEHIND) one row block behind.
 * columns (rows too wide for one program's registers, in the interpreter
   or too wide to split over a GPU's SMs): pass 1 forms each row's dot
   product in column chunks; pass 2, a grid of column chunks by row groups,
@@ -240,7 +239,7 @@ def _bwd_split_kernel(
     dy_ptr, dres_ptr, x_ptr, r_ptr, w_ptr, rstd_ptr, dx_ptr, dw_part_ptr, slot_ptr,
     n_rows, n_cols, stride_dy, stride_dres, stride_x, stride_r, stride_dx, epoch,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SPLITS: tl.constexpr, SPLITS_POW2: tl.constexpr,
-    HAS_DRES: tl.constexpr, VEC: tl.constexpr,
+    HAS_DRES: tl.constexpr, VEC: tl.constexpr, BEHIND: tl.constexpr,
 ):
     n_cols, stride_dy, stride_dres, stride_x, stride_r = _aligned(n_cols, stride_dy, stride_dres, stride_x,
                                                                   stride_r, VEC)
@@ -252,94 +251,71 @@ def _bwd_split_kernel(
     # x, residual and dy are read once and dx written once: 4 row-trips,
     # where the columns path reads the inputs twice. The columns' dw share
     # stays in registers and is written once to dw_part[lane, :].
-    lane = tl.program_id(0) // SPLITS
-    part = tl.program_id(0) % SPLITS
-    n_lanes = tl.num_programs(0) // SPLITS
-    n_blocks = tl.cdiv(n_rows, BLOCK_M)
-    ms = tl.arange(0, BLOCK_M)
-    cols = part * BLOCK_N + tl.arange(0, BLOCK_N)
-    col_ok = cols < n_cols
-    w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
-    dw = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-    # The next row block's loads are issued before this block's exchange, so
-    # they are in flight while the program waits for its lane.
-    x, r, dy = _bwd_tile(x_ptr, r_ptr, dy_ptr, lane, n_blocks, n_rows, cols, col_ok, stride_x, stride_r, stride_dy,
-                         BLOCK_M)
-    rstd_next = _bwd_rstd(rstd_ptr, lane, n_blocks, n_rows, BLOCK_M)
-    for block in tl.range(lane, n_blocks, n_lanes):
-        rows = tl.cast(block, tl.int64) * BLOCK_M + ms
-        row_ok = rows < n_rows
-        rstd = rstd_next
-        t_hat = (x.to(tl.float32) + r.to(tl.float32)) * rstd[:, None]
-        dy32 = dy.to(tl.float32)
-        x, r, dy = _bwd_tile(x_ptr, r_ptr, dy_ptr, block + n_lanes, n_blocks, n_rows, cols, col_ok, stride_x,
-                             stride_r, stride_dy, BLOCK_M)
-        rstd_next = _bwd_rstd(rstd_ptr, block + n_lanes, n_blocks, n_rows, BLOCK_M)
-        g = dy32 * w[None, :]
-        dot = _exchange(tl.sum(g * t_hat, axis=1), slot_ptr, epoch, block, part, BLOCK_M, SPLITS, SPLITS_POW2)
-        _bwd_store(dx_ptr, dres_ptr, rows, row_ok, cols, col_ok, rstd, g, t_hat, dot / n_cols, stride_dx, stride_dres,
-                   HAS_DRES)
-        dw += dy32 * t_hat
-    tl.store(dw_part_ptr + lane.to(tl.int64) * n_cols + cols, tl.sum(dw, axis=0), mask=col_ok)
-
-
-@triton.jit(do_not_specialize=["n_rows", "epoch"])
-def _bwd_split_behind_kernel(
-    dy_ptr, dres_ptr, x_ptr, r_ptr, w_ptr, rstd_ptr, dx_ptr, dw_part_ptr, slot_ptr,
-    n_rows, n_cols, stride_dy, stride_dres, stride_x, stride_r, stride_dx, epoch,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SPLITS: tl.constexpr, SPLITS_POW2: tl.constexpr,
-    HAS_DRES: tl.constexpr, VEC: tl.constexpr,
-):
-    n_cols, stride_dy, stride_dres, stride_x, stride_r = _aligned(n_cols, stride_dy, stride_dres, stride_x,
-                                                                  stride_r, VEC)
-    stride_dx = _multiple(stride_dx, VEC)
-    # The split path with its exchange one row block behind: a program
-    # publishes block k + L's partial dot products before it waits for block
-    # k's, so the lane's other programs have long published k and the wait
-    # is one read of the slots, issued before k + L's math. It holds three
-    # row blocks: k (waiting), k + L (its sums) and k + 2L (loading). Only
-    # where three fit in registers without spilling or fewer programs per SM
-    # (docs/tuning.md#backward-split-path). Same grid, slots and dw_part as
-    # _bwd_split_kernel.
-    lane = tl.program_id(0) // SPLITS
-    part = tl.program_id(0) % SPLITS
-    n_lanes = tl.num_programs(0) // SPLITS
-    n_blocks = tl.cdiv(n_rows, BLOCK_M)
-    ms = tl.arange(0, BLOCK_M)
-    cols = part * BLOCK_N + tl.arange(0, BLOCK_N)
-    col_ok = cols < n_cols
-    w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
+    lane, part, n_lanes, n_blocks, cols, col_ok, w = _split_program(w_ptr, n_rows, n_cols, BLOCK_M, BLOCK_N, SPLITS)
     dw = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
     x, r, dy = _bwd_tile(x_ptr, r_ptr, dy_ptr, lane, n_blocks, n_rows, cols, col_ok, stride_x, stride_r, stride_dy,
                          BLOCK_M)
     rstd = _bwd_rstd(rstd_ptr, lane, n_blocks, n_rows, BLOCK_M)
-    x1, r1, dy1 = _bwd_tile(x_ptr, r_ptr, dy_ptr, lane + n_lanes, n_blocks, n_rows, cols, col_ok, stride_x,
-                            stride_r, stride_dy, BLOCK_M)
-    rstd1 = _bwd_rstd(rstd_ptr, lane + n_lanes, n_blocks, n_rows, BLOCK_M)
-    t_hat = (x.to(tl.float32) + r.to(tl.float32)) * rstd[:, None]
-    _publish(tl.sum(dy.to(tl.float32) * w[None, :] * t_hat, axis=1), slot_ptr, epoch, lane, part, lane < n_blocks,
-             BLOCK_M, SPLITS)
-    for block in tl.range(lane, n_blocks, n_lanes):
-        ahead = block + n_lanes
-        words = _poll(slot_ptr, epoch, block, BLOCK_M, SPLITS, SPLITS_POW2)
-        x2, r2, dy2 = _bwd_tile(x_ptr, r_ptr, dy_ptr, ahead + n_lanes, n_blocks, n_rows, cols, col_ok, stride_x,
+    if not BEHIND:
+        # The next row block's loads are issued before this block's exchange,
+        # so they are in flight while the program waits for its lane.
+        for block in tl.range(lane, n_blocks, n_lanes):
+            rows = tl.cast(block, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+            t_hat = (x.to(tl.float32) + r.to(tl.float32)) * rstd[:, None]
+            dy32 = dy.to(tl.float32)
+            x, r, dy = _bwd_tile(x_ptr, r_ptr, dy_ptr, block + n_lanes, n_blocks, n_rows, cols, col_ok, stride_x,
+                                 stride_r, stride_dy, BLOCK_M)
+            rstd_next = _bwd_rstd(rstd_ptr, block + n_lanes, n_blocks, n_rows, BLOCK_M)
+            g = dy32 * w[None, :]
+            dot = _exchange(tl.sum(g * t_hat, axis=1), slot_ptr, epoch, block, part, BLOCK_M, SPLITS, SPLITS_POW2)
+            _bwd_store(dx_ptr, dres_ptr, rows, rows < n_rows, cols, col_ok, rstd, g, t_hat, dot / n_cols, stride_dx,
+                       stride_dres, HAS_DRES)
+            dw += dy32 * t_hat
+            rstd = rstd_next
+    else:
+        # The exchange one row block behind: a program publishes block k + L's
+        # partial dot products before it waits for block k's, so the lane's
+        # other programs have long published k and the wait is one read of the
+        # slots, issued before k + L's math. It holds three row blocks: k
+        # (waiting), k + L (its sums) and k + 2L (loading), so it is for
+        # settings where three fit in registers without spilling or fewer
+        # programs per SM (docs/tuning.md#backward-split-path).
+        x1, r1, dy1 = _bwd_tile(x_ptr, r_ptr, dy_ptr, lane + n_lanes, n_blocks, n_rows, cols, col_ok, stride_x,
                                 stride_r, stride_dy, BLOCK_M)
-        rstd2 = _bwd_rstd(rstd_ptr, ahead + n_lanes, n_blocks, n_rows, BLOCK_M)
-        t_hat1 = (x1.to(tl.float32) + r1.to(tl.float32)) * rstd1[:, None]
-        _publish(tl.sum(dy1.to(tl.float32) * w[None, :] * t_hat1, axis=1), slot_ptr, epoch, ahead, part,
-                 ahead < n_blocks, BLOCK_M, SPLITS)
-        dot = _gather(words, slot_ptr, epoch, block, BLOCK_M, SPLITS, SPLITS_POW2)
-        # Block k's math again from its inputs: three blocks of fp32 t_hat
-        # and g would not fit in registers.
-        rows = tl.cast(block, tl.int64) * BLOCK_M + ms
+        rstd1 = _bwd_rstd(rstd_ptr, lane + n_lanes, n_blocks, n_rows, BLOCK_M)
         t_hat = (x.to(tl.float32) + r.to(tl.float32)) * rstd[:, None]
-        dy32 = dy.to(tl.float32)
-        _bwd_store(dx_ptr, dres_ptr, rows, rows < n_rows, cols, col_ok, rstd, dy32 * w[None, :], t_hat, dot / n_cols,
-                   stride_dx, stride_dres, HAS_DRES)
-        dw += dy32 * t_hat
-        x, r, dy, rstd = x1, r1, dy1, rstd1
-        x1, r1, dy1, rstd1 = x2, r2, dy2, rstd2
+        _publish(tl.sum(dy.to(tl.float32) * w[None, :] * t_hat, axis=1), slot_ptr, epoch, lane, part,
+                 lane < n_blocks, BLOCK_M, SPLITS)
+        for block in tl.range(lane, n_blocks, n_lanes):
+            ahead = block + n_lanes
+            words = _poll(slot_ptr, epoch, block, BLOCK_M, SPLITS, SPLITS_POW2)
+            x2, r2, dy2 = _bwd_tile(x_ptr, r_ptr, dy_ptr, ahead + n_lanes, n_blocks, n_rows, cols, col_ok,
+                                    stride_x, stride_r, stride_dy, BLOCK_M)
+            rstd2 = _bwd_rstd(rstd_ptr, ahead + n_lanes, n_blocks, n_rows, BLOCK_M)
+            t_hat1 = (x1.to(tl.float32) + r1.to(tl.float32)) * rstd1[:, None]
+            _publish(tl.sum(dy1.to(tl.float32) * w[None, :] * t_hat1, axis=1), slot_ptr, epoch, ahead, part,
+                     ahead < n_blocks, BLOCK_M, SPLITS)
+            dot = _gather(words, slot_ptr, epoch, block, BLOCK_M, SPLITS, SPLITS_POW2)
+            # Block k's math again from its inputs: three blocks of fp32
+            # t_hat and g would not fit in registers.
+            rows = tl.cast(block, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+            t_hat = (x.to(tl.float32) + r.to(tl.float32)) * rstd[:, None]
+            dy32 = dy.to(tl.float32)
+            _bwd_store(dx_ptr, dres_ptr, rows, rows < n_rows, cols, col_ok, rstd, dy32 * w[None, :], t_hat,
+                       dot / n_cols, stride_dx, stride_dres, HAS_DRES)
+            dw += dy32 * t_hat
+            x, r, dy, rstd = x1, r1, dy1, rstd1
+            x1, r1, dy1, rstd1 = x2, r2, dy2, rstd2
     tl.store(dw_part_ptr + lane.to(tl.int64) * n_cols + cols, tl.sum(dw, axis=0), mask=col_ok)
+
+@triton.jit
+def _split_program(w_ptr, n_rows, n_cols, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SPLITS: tl.constexpr):
+    # A split program's lane, its part of the lane, the lanes, the row blocks, its columns and their weight (fp32).
+    part = tl.program_id(0) % SPLITS
+    cols = part * BLOCK_N + tl.arange(0, BLOCK_N)
+    col_ok = cols < n_cols
+    return (tl.program_id(0) // SPLITS, part, tl.num_programs(0) // SPLITS, tl.cdiv(n_rows, BLOCK_M), cols, col_ok,
+            tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32))
 
 
 @triton.jit

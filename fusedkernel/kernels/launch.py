@@ -11,8 +11,7 @@ import triton
 
 from .._validation import row_stride
 from .config import BackwardConfig, ForwardConfig, Settings, backward_config, dw_sum_config, forward_config, settings_for
-from .backward import (_bwd_columns_kernel, _bwd_dot_kernel, _bwd_rows_kernel, _bwd_split_behind_kernel,
-                       _bwd_split_kernel, _dw_sum_kernel)
+from .backward import _bwd_columns_kernel, _bwd_dot_kernel, _bwd_rows_kernel, _bwd_split_kernel, _dw_sum_kernel
 from .forward import _looped_kernel, _rows_kernel
 
 # Triton picks the interpreter when a kernel is decorated, so read the same
@@ -174,7 +173,7 @@ def resident_per_sm(n_regs: int, num_warps: int, shared: int, limits: tuple[int,
     return min(regs // (num_warps * warp_regs), threads // (32 * num_warps), smem // (shared + 1024))
 
 
-def _split_programs_per_sm(kernel, cfg: BackwardConfig, key: tuple, args: tuple, meta: dict, device: int) -> int:
+def _split_programs_per_sm(cfg: BackwardConfig, key: tuple, args: tuple, meta: dict, device: int) -> int:
     # A split lane's programs wait for each other every row block: where the
     # SMs hold fewer programs than the grid, lanes not wholly resident spin
     # until other lanes finish and the grid runs in two waves
@@ -182,7 +181,7 @@ def _split_programs_per_sm(kernel, cfg: BackwardConfig, key: tuple, args: tuple,
     # kernel's registers, threads and shared memory let every SM hold.
     fit = _resident.get(key)
     if fit is None:
-        compiled = kernel.warmup(*args, grid=(1,), **meta)
+        compiled = _bwd_split_kernel.warmup(*args, grid=(1,), **meta)
         compiled._init_handles()  # loads the binary: its register count comes from the driver
         fit = resident_per_sm(compiled.n_regs, cfg.num_warps, compiled.metadata.shared, _sm_limits(device))
         _resident[key] = fit
@@ -309,19 +308,18 @@ def backward_rows(dy2: torch.Tensor, dres2: torch.Tensor | None, x2: torch.Tenso
                 raise ValueError(f"cfg: the split path's programs per row, {splits}, must be at most "
                                  f"{max_splits} (they wait for each other, so they must fit "
                                  "at once: one per SM on a GPU, one in the interpreter)")
-            meta.update(SPLITS=splits, SPLITS_POW2=1 << (splits - 1).bit_length())
-            kernel = _bwd_split_behind_kernel if cfg.exchange_behind else _bwd_split_kernel
+            meta.update(SPLITS=splits, SPLITS_POW2=1 << (splits - 1).bit_length(), BEHIND=cfg.exchange_behind)
             resident = per_device
             if not INTERPRET:
                 args = (dy2, dres_arg, x2, r2, weight, rstd, dx2, torch.float32, torch.int64, n_rows, n_cols,
                         *strides, 1)
                 key = (index, cfg, splits, vec, has_dres, *(t.dtype for t in (dy2, dres_arg, x2, r2, weight, dx2)))
-                resident = _split_programs_per_sm(kernel, cfg, key, args, meta, index) * sms
+                resident = _split_programs_per_sm(cfg, key, args, meta, index) * sms
             lanes = max(1, min(row_blocks, resident // splits))
             dw_part = _dw_parts(lanes, weight)
             slots, epoch = _slot_buffer(x2.device, row_blocks * splits * cfg.block_m)
-            kernel[(lanes * splits,)](dy2, dres_arg, x2, r2, weight, rstd, dx2, dw_part, slots, n_rows, n_cols,
-                                      *strides, epoch, **meta)
+            _bwd_split_kernel[(lanes * splits,)](dy2, dres_arg, x2, r2, weight, rstd, dx2, dw_part, slots, n_rows,
+                                                 n_cols, *strides, epoch, **meta)
         elif cfg.path == "columns":
             chunks = -(-n_cols // cfg.block_n)
             groups = max(1, min(row_blocks, -(-per_device // chunks)))
