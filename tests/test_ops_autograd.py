@@ -277,8 +277,9 @@ def test_split_backward_on_gpu(dtype, rows, n):
     # directly), odd row counts, a prime width (the last program of each row
     # partly masked), columns widened to keep a row within the SMs (270337
     # on the H200), and bf16 over 16384 wide (16385-270337), the 2-byte rows
-    # that take 2048 columns, 2 per SM, with the exchange one row block
-    # behind. Three launches: the exchange slots are reused with growing epochs.
+    # whose exchange runs one row block behind (2048 columns, 2 per SM; 270337
+    # widened to 4096, 8 warps, 1 per SM). Three launches: the exchange slots
+    # are reused with growing epochs.
     check_table_backward_on_gpu(dtype, rows, n, "split", ((1, True), (2, True), (3, True)))
 
 
