@@ -97,11 +97,13 @@ def test_backward_paths(n, elem_bytes):
 
 # (n, elem_bytes) -> the split setting (rows, columns, warps, programs per SM, exchange behind) on the
 # H200 (132 SMs): 2-byte rows of at most 16 programs of 1024 columns, 4 per SM; wider 2-byte rows 2048
-# columns, 2 per SM, the exchange one row block behind; 4-byte rows 2048 columns, 2 per SM; columns
-# and warps double where a row would need more programs than SMs (270337 > 132 x 2048).
+# columns, 2 per SM, the exchange one row block behind, or 4096 columns and 8 warps where that makes
+# at most 16 programs (32769-65536); 4-byte rows 2048 columns, 2 per SM; columns and warps double
+# where a row would need more programs than SMs (270337 > 132 x 2048).
 SPLIT_SETTINGS = {(12289, 2): (2, 1024, 4, 4, False), (16384, 2): (2, 1024, 4, 4, False),
                   (16385, 2): (2, 2048, 4, 2, True), (32768, 2): (2, 2048, 4, 2, True),
-                  (65536, 2): (2, 2048, 4, 2, True), (262144, 2): (2, 2048, 4, 2, True),
+                  (32769, 2): (2, 4096, 8, 2, True), (65536, 2): (2, 4096, 8, 2, True),
+                  (65537, 2): (2, 2048, 4, 2, True), (262144, 2): (2, 2048, 4, 2, True),
                   (270337, 2): (2, 4096, 8, 1, True), (7168, 4): (2, 2048, 4, 2, False),
                   (65536, 4): (2, 2048, 4, 2, False), (270337, 4): (2, 4096, 8, 1, False)}
 
