@@ -29,8 +29,8 @@ def test_the_real_model_grid_run_gives_every_op_table():
 
 
 def test_the_whole_suite_run_fills_every_table_and_performance_md_shows_it_as_generated():
-    # d29088f9: the whole suite in one lease, quack installed.
-    out = table("d29088f9")
+    # 16cf6f91: the whole suite in one lease, quack installed.
+    out = table("16cf6f91")
     assert out.returncode == 0, out.stderr
     for op in ("forward", "forward+residual", "inference", "forward+backward"):
         assert f"### {op}\n" in out.stdout
@@ -43,10 +43,21 @@ def test_the_whole_suite_run_fills_every_table_and_performance_md_shows_it_as_ge
     assert float(rows["forward"]["bf16 8192x7168"][3]) > 0.95  # 0.898 at 11b6138a
     # The backward's whole rows loading the next row block ahead: 0.868 at ee282836.
     assert float(rows["forward+backward"]["bf16 8192x8192"][3]) > 0.93
+    # The split backward's exchange behind: 0.769 at d29088f9.
+    assert float(rows["forward+backward"]["bf16 1024x65536"][3]) > 0.84
     # Rows held as two pieces (since bd7528db): 0.863 in one padded tile at 388828d5.
     assert float(rows["forward+backward"]["bf16 8192x5120"][3]) > 0.92
     # rstd loaded with each row block's tile and the dweight sum as a dependent launch: 0.899 at 10c8835f.
     assert float(rows["forward+backward"]["bf16 8192x2048"][3]) > 0.90
+
+
+def test_the_wider_split_tile_run_gives_the_wide_row_its_forward_and_backward():
+    # d0a0c1b2: forward+backward alone, 2-byte rows of 32769-65536 with 4096-column split tiles (0.844 at 16cf6f91).
+    out = table("d0a0c1b2")
+    assert out.returncode == 0, out.stderr
+    assert "### forward\n" not in out.stdout
+    row = next(line for line in out.stdout.splitlines() if line.startswith("| bf16 1024x65536"))
+    assert float(row.strip("|").split("|")[3]) > 0.86
 
 
 def test_results_of_an_older_suite_version_are_left_out():
