@@ -271,14 +271,15 @@ def test_backward_sums_dweight_in_its_own_launch_on_gpu(rows, n):
 @pytest.mark.cuda
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("rows, n", [(1, 16384), (37, 16385), (300, 100003), (5, 262144), (2, 270337),
-                                     (1100, 20480), (999, 32768), (64, 16392), (77, 40003)])
+                                     (1100, 20480), (999, 32768), (64, 16392), (77, 40003), (33, 65536)])
 def test_split_backward_on_gpu(dtype, rows, n):
     # The table's split path: one row (a single lane, dweight stored
     # directly), odd row counts, a prime width (the last program of each row
     # partly masked), columns widened to keep a row within the SMs (270337
     # on the H200), and bf16 over 16384 wide (16385-270337), the 2-byte rows
     # whose exchange runs one row block behind (2048 columns, 2 per SM; 40003
-    # 4096 columns, 8 warps; 270337 widened to 4096, 8 warps, 1 per SM). Three
+    # and 65536: 4096 columns, 8 warps, at most 16 programs, 65536 with
+    # 16-byte vectors; 270337 widened to 4096, 8 warps, 1 per SM). Three
     # launches: the exchange slots are reused with growing epochs.
     check_table_backward_on_gpu(dtype, rows, n, "split", ((1, True), (2, True), (3, True)))
 

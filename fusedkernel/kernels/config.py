@@ -175,7 +175,7 @@ class BackwardSettings:
     split_2byte: BackwardConfig  # the split path for bf16/fp16: docs/tuning.md#backward-split-path
     split_4byte: BackwardConfig  # the split path for fp32: docs/tuning.md#backward-split-path
     split_2byte_max_programs: int  # 2-byte rows split_2byte would split over more programs take...
-    split_2byte_wide: BackwardConfig  # ...this, or its columns and warps doubled where that fits a row in as many
+    split_2byte_wide: BackwardConfig  # ...this, doubled where that fits a row in as many: docs/tuning.md#the-wider-tile
     dw_sum_tile_elems: int  # dweight shares summed in tiles of this many: docs/tuning.md#dweight-sum
     dw_sum_max_p: int  # at most this many shares per step: docs/tuning.md#dweight-sum
     dw_sum_min_cols: int  # at least this many columns per program: docs/tuning.md#dweight-sum
@@ -330,9 +330,11 @@ def backward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
         # (docs/tuning.md#backward-split-path).
         if elem_bytes == 2 and triton.cdiv(n_cols, cfg.block_n) > b.split_2byte_max_programs:
             cfg = b.split_2byte_wide
-            # Twice its columns and warps win where they bring a row back to
-            # 16 programs, not past that (docs/tuning.md#backward-split-path).
-            wider = dataclasses.replace(cfg, block_n=2 * cfg.block_n, num_warps=2 * cfg.num_warps)
+            # Twice its columns and warps (half the programs per SM) where
+            # that brings a row back within split_2byte_max_programs; rows
+            # that would still need more keep it (docs/tuning.md#the-wider-tile).
+            wider = dataclasses.replace(cfg, block_n=2 * cfg.block_n, num_warps=2 * cfg.num_warps,
+                                        programs_per_sm=max(1, cfg.programs_per_sm // 2))
             if triton.cdiv(n_cols, cfg.block_n) > b.split_2byte_max_programs >= triton.cdiv(n_cols, wider.block_n):
                 cfg = wider
         # Where a row would need more programs than may wait at once, the

@@ -97,12 +97,12 @@ def test_backward_paths(n, elem_bytes):
 
 # (n, elem_bytes) -> the split setting (rows, columns, warps, programs per SM, exchange behind) on the
 # H200 (132 SMs): 2-byte rows of at most 16 programs of 1024 columns, 4 per SM; wider 2-byte rows 2048
-# columns, 2 per SM, the exchange one row block behind, or 4096 columns and 8 warps where that makes
-# at most 16 programs (32769-65536); 4-byte rows 2048 columns, 2 per SM; columns and warps double
+# columns, 2 per SM, the exchange one row block behind, or 4096 columns, 8 warps, 1 per SM where that
+# makes at most 16 programs (32769-65536); 4-byte rows 2048 columns, 2 per SM; columns and warps double
 # where a row would need more programs than SMs (270337 > 132 x 2048).
 SPLIT_SETTINGS = {(12289, 2): (2, 1024, 4, 4, False), (16384, 2): (2, 1024, 4, 4, False),
                   (16385, 2): (2, 2048, 4, 2, True), (32768, 2): (2, 2048, 4, 2, True),
-                  (32769, 2): (2, 4096, 8, 2, True), (65536, 2): (2, 4096, 8, 2, True),
+                  (32769, 2): (2, 4096, 8, 1, True), (65536, 2): (2, 4096, 8, 1, True),
                   (65537, 2): (2, 2048, 4, 2, True), (262144, 2): (2, 2048, 4, 2, True),
                   (270337, 2): (2, 4096, 8, 1, True), (7168, 4): (2, 2048, 4, 2, False),
                   (65536, 4): (2, 2048, 4, 2, False), (270337, 4): (2, 4096, 8, 1, False)}
@@ -114,6 +114,20 @@ def test_backward_split_settings(n, elem_bytes):
     assert cfg.path == "split"
     assert (cfg.block_m, cfg.block_n, cfg.num_warps, cfg.programs_per_sm,
             cfg.exchange_behind) == SPLIT_SETTINGS[n, elem_bytes]
+
+
+# (bf16 n, max_splits) -> (columns, warps, programs per SM): the wider tile of 4096 columns where it fits a
+# row in 16 programs, then doubled again where a row would need more programs than may wait at once.
+WIDER_TILE = {(32769, 16): (4096, 8, 1), (65536, 16): (4096, 8, 1), (65536, 20): (4096, 8, 1),
+              (65536, 8): (8192, 16, 1), (32769, 8): (8192, 16, 1), (65537, 20): (4096, 8, 1),
+              (65537, 66): (2048, 4, 2)}
+
+
+@pytest.mark.parametrize("n, max_splits", WIDER_TILE)
+def test_the_wider_split_tile_under_fewer_programs(n, max_splits):
+    cfg = backward_config(n, 2, max_splits)
+    assert cfg.path == "split" and cfg.exchange_behind
+    assert (cfg.block_n, cfg.num_warps, cfg.programs_per_sm) == WIDER_TILE[n, max_splits]
 
 
 # n -> (first piece, second piece): two where one tile would be a quarter or more masked.
