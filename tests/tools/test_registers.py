@@ -1,0 +1,47 @@
+"""tools/kernel/registers.py: the split backward compiled for Hopper on the CPU (Triton's bundled ptxas)."""
+
+import os
+import pathlib
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+TOOL = ROOT / "tools" / "kernel" / "registers.py"
+
+
+def registers(*args):
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # compiles for sm_90, not interpreted
+    return subprocess.run([sys.executable, str(TOOL), *args], capture_output=True, text=True, env=env, cwd=ROOT)
+
+
+def table(stdout: str) -> dict:
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in stdout.splitlines()[2:]]
+    return {r[0]: (int(r[2]), int(r[3]), tuple(int(v) for v in r[4].split(" / "))) for r in rows}
+
+
+def test_every_split_setting_of_the_rule_fits_what_it_asks_on_hopper():
+    # The rule's settings were measured at these fits on the H200 (docs/tuning.md#backward-split-path):
+    # 2 x 1024 / 4 warps 126 registers (4 per SM), 2 x 2048 / 4 behind 235-255 (2), 2 x 4096 / 8 behind (1),
+    # fp32 2 x 2048 / 4 255 (2). A kernel change that costs an SM a program fails here before a GPU run.
+    out = registers("--dtypes", "bf16,fp32", "--widths", "12800,16384,16392,65536,65544,270344")
+    assert out.returncode == 0, out.stdout + out.stderr
+    rows = table(out.stdout)
+    assert len(rows) == 12
+    assert rows["bf16 16384"][0] <= 128 and rows["bf16 16384"][2] == (4, 4)
+    assert rows["bf16 16392"][2] == (2, 2) and rows["bf16 65536"][2] == (1, 1)
+    assert rows["fp32 16384"][2] == (2, 2)
+
+
+def test_candidates_show_what_fits_without_failing():
+    # 2 x 1024 / 4 warps at 20 programs a row: 135 registers, 3 of 4 fit (docs/tuning.md's residency counts).
+    out = registers("--dtypes", "bf16", "--widths", "20480", "--candidates")
+    assert out.returncode == 0, out.stdout + out.stderr
+    line = next(row for row in out.stdout.splitlines()
+                if "block_m=2, block_n=1024, num_warps=4, programs_per_sm=4" in row and "behind=False" in row)
+    assert line.rstrip(" |").endswith("4 / 3")
+
+
+def test_bad_options_are_refused():
+    assert "--dtypes: ['fp8'] not among" in registers("--dtypes", "fp8").stderr
+    assert "--widths: positive hidden sizes" in registers("--widths", "0").stderr
+    assert "given more than once" in registers("--widths", "16384,16384").stderr
