@@ -1,6 +1,5 @@
 """tools/kernel/registers.py: the split backward compiled for Hopper on the CPU (Triton's bundled ptxas)."""
 
-import os
 import pathlib
 import subprocess
 import sys
@@ -10,8 +9,8 @@ TOOL = ROOT / "tools" / "kernel" / "registers.py"
 
 
 def registers(*args):
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # compiles for sm_90, not interpreted
-    return subprocess.run([sys.executable, str(TOOL), *args], capture_output=True, text=True, env=env, cwd=ROOT)
+    # Run as the tests run (TRITON_INTERPRET=1 on the CPU): the tool compiles for sm_90 regardless.
+    return subprocess.run([sys.executable, str(TOOL), *args], capture_output=True, text=True, cwd=ROOT)
 
 
 def table(stdout: str) -> dict:
@@ -39,9 +38,19 @@ def test_candidates_show_what_fits_without_failing():
     line = next(row for row in out.stdout.splitlines()
                 if "block_m=2, block_n=1024, num_warps=4, programs_per_sm=4" in row and "behind=False" in row)
     assert line.rstrip(" |").endswith("4 / 3")
+    assert sum("(rule)" in row for row in out.stdout.splitlines()) == 1
+
+
+def test_a_rule_setting_that_does_not_fit_is_named_and_fails():
+    # With a residual gradient (return_residual=True in training) 2 x 1024 / 4 warps holds more registers
+    # at 16384 than 4 programs per SM leave it: the launch caps the grid at 3 (docs/tuning.md#backward-split-path).
+    out = registers("--dtypes", "bf16", "--widths", "16384", "--dres")
+    assert out.returncode == 3, out.stdout + out.stderr
+    assert "bf16 16384: the rule asks 4 per SM, 3 fit" in out.stderr
 
 
 def test_bad_options_are_refused():
     assert "--dtypes: ['fp8'] not among" in registers("--dtypes", "fp8").stderr
-    assert "--widths: positive hidden sizes" in registers("--widths", "0").stderr
-    assert "given more than once" in registers("--widths", "16384,16384").stderr
+    assert "positive hidden sizes, got 0" in registers("--widths", "0").stderr
+    assert "16384 given more than once" in registers("--widths", "16384,+16384").stderr
+    assert "hidden sizes as integers, got '1e4'" in registers("--widths", "1e4").stderr
