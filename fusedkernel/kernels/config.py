@@ -305,6 +305,12 @@ def row_pieces(n_cols: int) -> tuple[int, int]:
     return (first, tail) if 2 * tail <= first else (2 * first, 0)
 
 
+def _wider_split(cfg: BackwardConfig) -> BackwardConfig:
+    # Twice the columns and warps, half the programs per SM (at least 1): a row over half the programs.
+    return dataclasses.replace(cfg, block_n=2 * cfg.block_n, num_warps=2 * cfg.num_warps,
+                               programs_per_sm=max(1, cfg.programs_per_sm // 2))
+
+
 @functools.lru_cache(maxsize=1024, typed=True)
 def backward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Settings = HOPPER) -> BackwardConfig:
     """Backward launch settings for rows of ``n_cols`` elements (n_cols >= 1) of ``elem_bytes`` bytes (2 or 4).
@@ -333,15 +339,12 @@ def backward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
             # Twice its columns and warps (half the programs per SM) where
             # that brings a row back within split_2byte_max_programs; rows
             # that would still need more keep it (docs/tuning.md#the-wider-tile).
-            wider = dataclasses.replace(cfg, block_n=2 * cfg.block_n, num_warps=2 * cfg.num_warps,
-                                        programs_per_sm=max(1, cfg.programs_per_sm // 2))
-            if triton.cdiv(n_cols, cfg.block_n) > b.split_2byte_max_programs >= triton.cdiv(n_cols, wider.block_n):
-                cfg = wider
+            if triton.cdiv(n_cols, cfg.block_n) > b.split_2byte_max_programs >= triton.cdiv(n_cols, 2 * cfg.block_n):
+                cfg = _wider_split(cfg)
         # Where a row would need more programs than may wait at once, the
         # columns and warps double and the programs per SM halve.
         while triton.cdiv(n_cols, cfg.block_n) > max_splits and cfg.num_warps < MAX_WARPS:
-            cfg = dataclasses.replace(cfg, block_n=2 * cfg.block_n, num_warps=2 * cfg.num_warps,
-                                      programs_per_sm=max(1, cfg.programs_per_sm // 2))
+            cfg = _wider_split(cfg)
         if triton.cdiv(n_cols, cfg.block_n) <= max_splits:
             return cfg
     if block_n + tail_n > b.max_tile_n:
