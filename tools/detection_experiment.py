@@ -12,14 +12,18 @@ default ``docs/detection/<machine>/raw.json``):
    the kernel itself. Its length is set per case through the tile width
    (decode ``bf16 1x4096`` has 4096-wide tiles, prefill ``bf16 8192x8192``
    8192-wide), so one patch slows both cases by its own calibrated amount.
-2. **Calibration.** One process measures the fused op's ratio to the floor
+2. **Calibration.** Fresh processes measure one class's fused ratio to the
+   floor (``Inference`` where measured, else the first of ``--classes``)
    with chains of ``DELAYS`` multiplies, interleaved in rounds; the chain for
-   each target slowdown (``LEVELS``) is read off that curve.
+   each target slowdown (``LEVELS``) is read off that curve. The other
+   classes get the same chains: their realized slowdown is measured, not set
+   (the forward's chain is a smaller share of ``Training``'s call).
 3. **Measurement.** Each commit's measurement is one fresh process per
    class, forked from one that imported torch without touching CUDA (as
    asv's forkserver does), measuring the flagged benchmarks (``track_ratio``
-   of the fused op, ``Forward`` and ``Inference``, at the cases of
-   ``--regimes``) with the suite's own code (``benchmarks/add_rmsnorm.measure``);
+   of the fused op of ``--classes``, at the cases of ``--regimes``; the
+   ``Training`` grid has prefill only) with the suite's own code
+   (``benchmarks/add_rmsnorm.measure``);
    unchanged commits (A/A) and each slowdown level interleaved. ``--start
    spawn`` starts each in a fresh interpreter instead: processes that share
    no start, for ``analyze --pool`` (a commit made of several of them).
@@ -61,8 +65,9 @@ sys.path.insert(2, str(ROOT / "tools" / "kernel"))
 from _sweep import json_path, names  # noqa: E402
 
 LEVELS = [0.02, 0.03, 0.05, 0.10]
-DELAYS = [0, 8, 16, 32, 64, 128, 256]
-CLASSES = ["Forward", "Inference"]
+# Up to 512: 256 slowed the inference call at prefill by 14%, and the forward is under half of a training call.
+DELAYS = [0, 8, 16, 32, 64, 128, 256, 512]
+CLASSES = ["Forward", "Inference", "ForwardResidual", "Training"]
 ANCHOR = "    sumsq = tl.sum(t * t, axis=1)\n"
 
 
@@ -207,13 +212,28 @@ def comma_list(text: str, name: str, allowed: list) -> list:
     return out
 
 
-def calibrate(cases: dict, tmp: pathlib.Path, rounds: int) -> dict:
-    """{regime: [slowdown of the fused op's ratio per DELAYS entry]}, the chains interleaved in rounds
+def calibration_class(classes: list) -> str:
+    """The class whose slowdown the chains are calibrated on: ``Inference`` where measured, else the first."""
+    return "Inference" if "Inference" in classes else classes[0]
+
+
+def missing_cases(classes: list, cases: dict, interpret: bool) -> list[str]:
+    """``"<class> <regime>"`` for each class whose grid lacks the regime's case (e.g. ``Training`` at decode)."""
+    from benchmarks import _cases
+    from benchmarks import add_rmsnorm as suite
+
+    grid = _cases.INTERPRETER_CASES if interpret else None
+    return [f"{cls} {reg}" for cls in classes for reg, case in cases.items()
+            if case not in (grid or _cases.gpu_cases(getattr(suite, cls).op))]
+
+
+def calibrate(cases: dict, tmp: pathlib.Path, rounds: int, cls: str = "Inference") -> dict:
+    """{regime: [slowdown of ``cls``'s fused ratio per DELAYS entry]}, the chains interleaved in rounds
     (each measurement in fresh children)."""
     ratios = {reg: {d: [] for d in DELAYS} for reg in cases}
     for _ in range(rounds):
         for d in DELAYS:
-            got = measure_classes({block_n(c): d for c in cases.values()}, cases, tmp, ["Inference"])["Inference"]
+            got = measure_classes({block_n(c): d for c in cases.values()}, cases, tmp, [cls])[cls]
             for reg, case in cases.items():
                 ratios[reg][d].append(statistics.median(got[case]))
     return {reg: [statistics.median(ratios[reg][d]) / statistics.median(ratios[reg][0]) - 1 for d in DELAYS]
@@ -241,6 +261,9 @@ def cmd_measure(a) -> None:
     regimes = comma_list(a.regimes, "regimes", ["decode", "prefill"]) if a.regimes else ["decode", "prefill"]
     cases = {r: c for r, c in experiment_cases(m.INTERPRET).items() if r in regimes}
     classes = comma_list(a.classes, "classes", CLASSES)
+    absent = missing_cases(classes, cases, m.INTERPRET)
+    if absent:
+        fail(f"--classes {a.classes}: no case for {', '.join(absent)} in the suite's grid (--regimes prefill?)")
     try:
         json_path(str(raw_path))
     except argparse.ArgumentTypeError:
@@ -263,6 +286,7 @@ def cmd_measure(a) -> None:
             if not set(cases) <= set(seed["cases"]):
                 fail(f"--seed {a.seed} has a calibration for {', '.join(seed['cases'])} only")
             raw = {k: seed[k] for k in ("machine", "calibration", "delays")}
+            raw["calibrated_on"] = seed.get("calibrated_on", "Inference")  # files before the key: Inference
             raw.update(cases=cases, classes=classes, processes=[], calibrated_in=str(a.seed))
             known = raw["delays"]
         elif not raw:
@@ -272,9 +296,12 @@ def cmd_measure(a) -> None:
             fail(f"--levels: no calibrated chain for {', '.join(map(str, missing))} "
                  f"(calibrated: {', '.join(k for k in known)})")
         if not raw:
-            curve = calibrate(cases, tmp, a.calibration_rounds)
-            print("calibration (slowdown per chain length):", {r: [f"{s:+.3f}" for s in c] for r, c in curve.items()})
-            raw = {"machine": machine, "cases": cases, "classes": classes, "calibration": {"delays": DELAYS, **curve},
+            on = calibration_class(classes)
+            curve = calibrate(cases, tmp, a.calibration_rounds, on)
+            print(f"calibration on {on} (slowdown per chain length):",
+                  {r: [f"{s:+.3f}" for s in c] for r, c in curve.items()})
+            raw = {"machine": machine, "cases": cases, "classes": classes, "calibrated_on": on,
+                   "calibration": {"delays": DELAYS, **curve},
                    "delays": {str(lv): {str(block_n(c)): chain_for(curve[r], lv) for r, c in cases.items()}
                               for lv in LEVELS}, "processes": []}
         import benchmarks.add_rmsnorm as suite
@@ -633,7 +660,8 @@ def main() -> None:
     m.add_argument("--aa", type=int, default=30, help="unchanged (A/A) processes, at least")
     m.add_argument("--per-level", type=int, default=10, help="processes per slowdown level")
     m.add_argument("--levels", type=levels_arg, default=LEVELS, help="slowdown levels to measure (calibrated ones)")
-    m.add_argument("--classes", default=",".join(CLASSES))
+    m.add_argument("--classes", default="Forward,Inference",
+                   help=f"classes to measure, of {', '.join(CLASSES)} (Training: --regimes prefill)")
     m.add_argument("--regimes", help="only these regimes (decode, prefill) in a new raw file")
     m.add_argument("--start", choices=["fork", "spawn"], default="fork",
                    help="how each class's process starts: forked from this one (as asv does) or a fresh interpreter")

@@ -39,6 +39,15 @@ def test_the_chain_for_a_target_is_read_off_the_calibration_curve():
         d.chain_for(curve, 0.5)
 
 
+def test_training_is_measured_at_prefill_and_calibrated_on_itself_unless_inference_is_measured():
+    gpu = {"decode": "bf16 1x4096", "prefill": "bf16 8192x8192"}
+    assert d.missing_cases(["Inference", "Training", "ForwardResidual"], gpu, False) == ["Training decode"]
+    assert d.missing_cases(["Training"], {"prefill": gpu["prefill"]}, False) == []
+    assert d.missing_cases(d.CLASSES, d.experiment_cases(True), True) == []  # the interpreter runs every class
+    assert d.calibration_class(["Training", "Inference"]) == "Inference"
+    assert d.calibration_class(["Training", "ForwardResidual"]) == "Training"
+
+
 def synthetic(noise=0.002, n_aa=20, per_level=8, seed=0):
     rng = random.Random(seed)
 
@@ -91,7 +100,7 @@ def test_publish_flags_name_the_slow_commit():
     (["measure", "--raw", "RAW", "--classes", "Inference,Forward"], "pass --classes Inference"),
     (["measure", "--raw", "NEW", "--regimes", "decode,nosuch"], "each one of decode, prefill"),
     (["measure", "--raw", "NEW", "--regimes", "decode,decode"], "a name given twice"),
-    (["measure", "--raw", "NEW", "--classes", "Nope"], "each one of Forward, Inference"),
+    (["measure", "--raw", "NEW", "--classes", "Nope"], "each one of Forward, Inference, ForwardResidual, Training"),
     (["measure", "--raw", "NEW", "--seed", "SEED_DECODE", "--regimes", "prefill"], "a calibration for decode only"),
     (["measure", "--raw", "NEW", "--seed", "H200", "--levels", "0.07"], "no calibrated chain for 0.07"),
     (["measure", "--raw", "NEW", "--seed", "/nonexistent.json"], "--seed /nonexistent.json: not readable JSON"),
@@ -130,10 +139,11 @@ def test_each_commit_measures_each_class_in_a_fresh_child_with_the_injected_kern
     monkeypatch.setattr(d, "measure_once", lambda delays, cases, tmp, cls, real=d.measure_once: (
         real(delays, cases, tmp, cls) | {"pid": os.getpid()}))
     cases = d.experiment_cases(True)
-    slow = d.measure_classes({d.block_n(c): 3 for c in cases.values()}, cases, tmp_path, ["Forward", "Inference"])
+    slow = d.measure_classes({d.block_n(c): 3 for c in cases.values()}, cases, tmp_path,
+                             ["Forward", "Inference", "Training"])
     same = d.measure_classes({}, cases, tmp_path, ["Inference"])
-    pids = [slow["Forward"].pop("pid"), slow["Inference"].pop("pid"), same["Inference"].pop("pid")]
-    assert len(set(pids)) == 3 and os.getpid() not in pids  # a fresh child per class and commit
+    pids = [slow[c].pop("pid") for c in ("Forward", "Inference", "Training")] + [same["Inference"].pop("pid")]
+    assert len(set(pids)) == 4 and os.getpid() not in pids  # a fresh child per class and commit
     assert {v for c in slow.values() for r in c.values() for v in r} == {2.0}
     assert {v for r in same["Inference"].values() for v in r} == {1.0}
     assert launch._rows_kernel.fn.__module__ == "fusedkernel.kernels.forward"  # this process untouched
@@ -213,5 +223,13 @@ def test_each_class_can_be_measured_in_a_fresh_interpreter(tmp_path):
     cases = {"decode": d.experiment_cases(True)["decode"]}
     got = d.measure_classes({}, cases, tmp_path, ["Inference"], "spawn")
     (ratios,) = got["Inference"].values()
+    from benchmarks._measure import ROUNDS
+    assert len(ratios) == ROUNDS and min(ratios) > 0
+
+
+def test_the_training_call_runs_its_backward_after_the_injected_forward(tmp_path):
+    cases = {"prefill": d.experiment_cases(True)["prefill"]}
+    got = d.measure_classes({d.block_n(cases["prefill"]): 2}, cases, tmp_path, ["Training"])
+    (ratios,) = got["Training"].values()
     from benchmarks._measure import ROUNDS
     assert len(ratios) == ROUNDS and min(ratios) > 0
