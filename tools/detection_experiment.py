@@ -7,7 +7,8 @@
 default ``docs/detection/<machine>/raw.json``):
 
 1. **Injection.** A slow commit adds a chain of dependent float multiplies to
-   the forward kernel's row sums (``patched_source``): GPU work on every
+   the forward kernel's row sums and to the whole-row backward's dot products
+   (``patched_source``; the backward's is what slows ``Training``): GPU work on every
    program's critical path, captured by CUDA graphs and timed by events like
    the kernel itself. Its length is set per case through the tile width
    (decode ``bf16 1x4096`` has 4096-wide tiles, prefill ``bf16 8192x8192``
@@ -16,8 +17,7 @@ default ``docs/detection/<machine>/raw.json``):
    floor (``Inference`` where measured, else the first of ``--classes``)
    with chains of ``DELAYS`` multiplies, interleaved in rounds; the chain for
    each target slowdown (``LEVELS``) is read off that curve. The other
-   classes get the same chains: their realized slowdown is measured, not set
-   (the forward's chain is a smaller share of ``Training``'s call).
+   classes get the same chains: their realized slowdown is measured, not set.
 3. **Measurement.** Each commit's measurement is one fresh process per
    class, forked from one that imported torch without touching CUDA (as
    asv's forkserver does), measuring the flagged benchmarks (``track_ratio``
@@ -69,6 +69,12 @@ LEVELS = [0.02, 0.03, 0.05, 0.10]
 DELAYS = [0, 8, 16, 32, 64, 128, 256, 512]
 CLASSES = ["Forward", "Inference", "ForwardResidual", "Training"]
 ANCHOR = "    sumsq = tl.sum(t * t, axis=1)\n"
+BACKWARD_ANCHOR = "        dot = tl.sum(g * t_hat, axis=1)\n"
+# Per kernel file: the line a chain follows and the step it repeats, on runtime values (eps, n_cols) that the
+# compiler cannot fold. The forward's chain alone (up to 512) did not slow the training call at prefill
+# (+0.25%) on the H200, so the whole-row backward's dot products carry one too.
+INJECTED = {"forward.py": (ANCHOR, "sumsq = sumsq * (1.0 + eps * 1e-30)"),
+            "backward.py": (BACKWARD_ANCHOR, "dot = dot * (1.0 + n_cols * 1e-30)")}
 
 
 def experiment_cases(interpret: bool) -> dict[str, str]:
@@ -86,28 +92,34 @@ def block_n(case: str) -> int:
     return forward_config(hidden, DTYPES[dtype].itemsize, 1).block_n
 
 
-def patched_source(src: str, delays: dict[int, int]) -> str:
-    """forward.py with a chain of ``delays[block_n]`` dependent multiplies after the row sums of tiles that wide."""
-    if src.count(ANCHOR) != 1:
-        raise ValueError("the forward kernel's row sum line was not found once in forward.py")
-    chain = "".join(f"    if BLOCK_N == {bn}:  # detection experiment: injected slowdown\n"
-                    f"        for _ in tl.static_range({d}):\n"
-                    f"            sumsq = sumsq * (1.0 + eps * 1e-30)\n" for bn, d in sorted(delays.items()) if d)
-    return src.replace(ANCHOR, ANCHOR + chain)
+def patched_source(src: str, delays: dict[int, int], kernel: str = "forward.py") -> str:
+    """``kernel``'s source with a chain of ``delays[block_n]`` dependent multiplies after the row sums
+    (forward.py) or the whole-row backward's dot products (backward.py) of tiles that wide."""
+    anchor, step = INJECTED[kernel]
+    if src.count(anchor) != 1:
+        raise ValueError(f"the line {anchor.strip()!r} was not found once in {kernel}")
+    pad = anchor[:len(anchor) - len(anchor.lstrip())]
+    chain = "".join(f"{pad}if BLOCK_N == {bn}:  # detection experiment: injected slowdown\n"
+                    f"{pad}    for _ in tl.static_range({d}):\n"
+                    f"{pad}        {step}\n" for bn, d in sorted(delays.items()) if d)
+    return src.replace(anchor, anchor + chain)
 
 
 def install_variant(delays: dict[int, int], tmp: pathlib.Path) -> None:
-    """Make this process's fused op launch the patched forward kernel (a fresh module of it)."""
+    """Make this process's fused op launch the patched forward and whole-row backward kernels (fresh modules)."""
     from fusedkernel.kernels import launch
 
-    src = (ROOT / "fusedkernel" / "kernels" / "forward.py").read_text()
-    name = "fk_forward_" + "_".join(f"{k}x{v}" for k, v in sorted(delays.items()))
-    path = tmp / f"{name}.py"
-    path.write_text(patched_source(src, delays))
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    launch._rows_kernel = mod._rows_kernel
+    tag = "_".join(f"{k}x{v}" for k, v in sorted(delays.items()))
+    mods = {}
+    # backward.py imports from .forward: its copy loads inside the package.
+    for kernel, name in (("forward.py", f"fk_forward_{tag}"), ("backward.py", f"fusedkernel.kernels.fk_backward_{tag}")):
+        path = tmp / f"{name.rpartition('.')[2]}.py"
+        path.write_text(patched_source((ROOT / "fusedkernel" / "kernels" / kernel).read_text(), delays, kernel))
+        spec = importlib.util.spec_from_file_location(name, path)
+        mods[kernel] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mods[kernel])
+    launch._rows_kernel = mods["forward.py"]._rows_kernel
+    launch._bwd_rows_kernel = mods["backward.py"]._bwd_rows_kernel
     launch._compiled.clear()  # its launchers were compiled from the other kernel
 
 
@@ -570,7 +582,7 @@ def make_history(repo: pathlib.Path, base: str, levels: list[float], delays: dic
 
     Deterministic (fixed identity and dates): the same base gives the same
     hashes anywhere. A commit whose level differs from its parent's sets the
-    patch of that level in forward.py; every commit touches docs/experiment.txt.
+    patch of that level in forward.py and backward.py; every commit touches docs/experiment.txt.
     """
     out = git("rev-parse", "--verify", "--quiet", f"{base}^{{commit}}", cwd=ROOT, check=False)
     if out.returncode:
@@ -581,8 +593,8 @@ def make_history(repo: pathlib.Path, base: str, levels: list[float], delays: dic
         git("fetch", "-q", "origin", base, cwd=repo)
     git("checkout", "-q", "-B", "main", base, cwd=repo)
     base_time = int(git("show", "-s", "--format=%ct", base, cwd=repo).stdout)
-    fwd = repo / "fusedkernel" / "kernels" / "forward.py"
-    original = fwd.read_text()
+    kernels = {k: repo / "fusedkernel" / "kernels" / k for k in INJECTED}
+    original = {k: path.read_text() for k, path in kernels.items()}
     commits, level_before = [], 0.0
     for i, level in enumerate(levels, 1):
         if i == 1 and not keep_results:  # the experiment's site shows only the experiment's own results
@@ -592,8 +604,9 @@ def make_history(repo: pathlib.Path, base: str, levels: list[float], delays: dic
         paths = ["docs/experiment.txt"]
         if level != level_before:
             chain = {int(b): d for b, d in delays.get(str(level), {}).items()}
-            fwd.write_text(patched_source(original, chain) if level else original)
-            paths.append("fusedkernel/kernels/forward.py")
+            for k, path in kernels.items():
+                path.write_text(patched_source(original[k], chain, k) if level else original[k])
+                paths.append(f"fusedkernel/kernels/{k}")
         git("add", "--", *paths, cwd=repo)
         date = f"@{base_time + 60 * i} +0000"
         env = {**os.environ, **IDENTITY, "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date}

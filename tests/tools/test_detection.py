@@ -26,8 +26,16 @@ def test_the_patch_adds_one_chain_per_tile_width_after_the_row_sums():
     assert "BLOCK_N == 8192" not in out  # a zero chain adds nothing
     assert out.index(d.ANCHOR) < out.index("BLOCK_N == 1024") < out.index("BLOCK_N == 4096")
     assert d.patched_source(FORWARD, {}) == FORWARD
-    with pytest.raises(ValueError, match="row sum line"):
+    with pytest.raises(ValueError, match="not found once in forward.py"):
         d.patched_source("no kernel here", {4096: 1})
+
+
+def test_the_backward_patch_chains_the_whole_row_dot_products_in_the_row_block_loop():
+    src = (ROOT / "fusedkernel" / "kernels" / "backward.py").read_text()
+    out = d.patched_source(src, {8192: 5}, "backward.py")
+    at = out.index(d.BACKWARD_ANCHOR) + len(d.BACKWARD_ANCHOR)
+    assert out[at:].startswith("        if BLOCK_N == 8192:") and "dot = dot * (1.0 + n_cols * 1e-30)" in out
+    assert out.count("tl.static_range(5)") == 1 and d.patched_source(src, {}, "backward.py") == src
 
 
 def test_the_chain_for_a_target_is_read_off_the_calibration_curve():
@@ -132,6 +140,7 @@ def test_each_commit_measures_each_class_in_a_fresh_child_with_the_injected_kern
     def fake(op, plan, rounds=suite.ROUNDS):
         # Stands in for the timing: 2.0 where the injected kernel launches; the pid of the measuring process.
         injected = launch._rows_kernel.fn.__module__.startswith("fk_forward_")
+        assert injected == launch._bwd_rows_kernel.fn.__module__.startswith("fusedkernel.kernels.fk_backward_")
         return {("fused", case): ([2.0 if injected else 1.0] * rounds, [1.0] * rounds) for case in plan} | \
             {("pid",): os.getpid()}
 
@@ -147,6 +156,7 @@ def test_each_commit_measures_each_class_in_a_fresh_child_with_the_injected_kern
     assert {v for c in slow.values() for r in c.values() for v in r} == {2.0}
     assert {v for r in same["Inference"].values() for v in r} == {1.0}
     assert launch._rows_kernel.fn.__module__ == "fusedkernel.kernels.forward"  # this process untouched
+    assert launch._bwd_rows_kernel.fn.__module__ == "fusedkernel.kernels.backward"
 
 
 def interrupted_after(seconds: float, fn, *args) -> float:
