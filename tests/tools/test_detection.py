@@ -42,9 +42,9 @@ def test_the_chain_for_a_target_is_read_off_the_calibration_curve():
     raw = json.loads((ROOT / "docs" / "detection" / "nvidia-h200" / "raw.json").read_text())
     curve = raw["calibration"]["decode"]  # measured on the H200; the chains it chose are in raw["delays"]
     for level in d.LEVELS:
-        assert d.chain_for(curve, level) == raw["delays"][str(level)]["4096"]
+        assert d.chain_for(curve, level, raw["calibration"]["delays"]) == raw["delays"][str(level)]["4096"]
     with pytest.raises(ValueError, match="outside the calibrated range"):
-        d.chain_for(curve, 0.5)
+        d.chain_for(curve, 0.5, raw["calibration"]["delays"])
 
 
 def test_training_is_measured_at_prefill_and_calibrated_on_itself_unless_inference_is_measured():
