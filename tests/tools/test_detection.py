@@ -243,3 +243,17 @@ def test_the_training_call_runs_its_backward_after_the_injected_forward(tmp_path
     (ratios,) = got["Training"].values()
     from benchmarks._measure import ROUNDS
     assert len(ratios) == ROUNDS and min(ratios) > 0
+
+
+def test_the_published_curve_is_what_analyze_gives_from_the_committed_raw_files(tmp_path):
+    folder = ROOT / "docs" / "detection" / "nvidia-h200"
+    published = json.loads((folder / "curve.json").read_text())
+    args = []
+    for name in published["raws"]:
+        (tmp_path / name).write_text((folder / name).read_text())
+        args += ["--raw", str(tmp_path / name)]
+    out = subprocess.run([sys.executable, str(ROOT / "tools" / "detection_experiment.py"), "analyze", *args],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert json.loads((tmp_path / "curve.json").read_text())["rows"] == published["rows"]
+    assert {r["family"] for r in published["rows"]} >= {"Training.track_ratio prefill", "Inference.track_ratio decode"}
