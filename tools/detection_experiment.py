@@ -112,7 +112,8 @@ def install_variant(delays: dict[int, int], tmp: pathlib.Path) -> None:
     tag = "_".join(f"{k}x{v}" for k, v in sorted(delays.items()))
     mods = {}
     # backward.py imports from .forward: its copy loads inside the package.
-    for kernel, name in (("forward.py", f"fk_forward_{tag}"), ("backward.py", f"fusedkernel.kernels.fk_backward_{tag}")):
+    names = {"forward.py": f"fk_forward_{tag}", "backward.py": f"fusedkernel.kernels.fk_backward_{tag}"}
+    for kernel, name in names.items():
         path = tmp / f"{name.rpartition('.')[2]}.py"
         path.write_text(patched_source((ROOT / "fusedkernel" / "kernels" / kernel).read_text(), delays, kernel))
         spec = importlib.util.spec_from_file_location(name, path)
@@ -253,7 +254,7 @@ def calibrate(cases: dict, tmp: pathlib.Path, rounds: int, cls: str = "Inference
 
 
 def chain_for(curve: list[float], target: float, delays: list[int] = DELAYS) -> int:
-    """The chain length whose slowdown, interpolated on the calibration ``curve`` (one per ``delays``), is ``target``."""
+    """The chain whose slowdown, interpolated on the calibration ``curve`` (one per ``delays``), is ``target``."""
     for (d0, s0), (d1, s1) in zip(zip(delays, curve), zip(delays[1:], curve[1:])):
         if s0 <= target <= s1 and s1 > s0:
             return round(d0 + (d1 - d0) * (target - s0) / (s1 - s0))
@@ -582,7 +583,8 @@ def make_history(repo: pathlib.Path, base: str, levels: list[float], delays: dic
 
     Deterministic (fixed identity and dates): the same base gives the same
     hashes anywhere. A commit whose level differs from its parent's sets the
-    patch of that level in forward.py and backward.py; every commit touches docs/experiment.txt.
+    patch of that level in forward.py and (where the base has its line)
+    backward.py; every commit touches docs/experiment.txt.
     """
     out = git("rev-parse", "--verify", "--quiet", f"{base}^{{commit}}", cwd=ROOT, check=False)
     if out.returncode:
@@ -595,6 +597,9 @@ def make_history(repo: pathlib.Path, base: str, levels: list[float], delays: dic
     base_time = int(git("show", "-s", "--format=%ct", base, cwd=repo).stdout)
     kernels = {k: repo / "fusedkernel" / "kernels" / k for k in INJECTED}
     original = {k: path.read_text() for k, path in kernels.items()}
+    # A base older than the backward's chain (its loop had no such line) gets the forward's alone, the slow
+    # commit its raw files were measured with; the forward's line is always required.
+    kernels = {k: path for k, path in kernels.items() if k == "forward.py" or INJECTED[k][0] in original[k]}
     commits, level_before = [], 0.0
     for i, level in enumerate(levels, 1):
         if i == 1 and not keep_results:  # the experiment's site shows only the experiment's own results
