@@ -7,12 +7,16 @@
 default ``docs/detection/<machine>/raw.json``):
 
 1. **Injection.** A slow commit adds a chain of dependent float multiplies to
-   the forward kernel's row sums and to the whole-row backward's dot products
-   (``patched_source``; the backward's is what slows ``Training``): GPU work on every
-   program's critical path, captured by CUDA graphs and timed by events like
-   the kernel itself. Its length is set per case through the tile width
-   (decode ``bf16 1x4096`` has 4096-wide tiles, prefill ``bf16 8192x8192``
-   8192-wide), so one patch slows both cases by its own calibrated amount.
+   the forward kernel's row sums and to the backward's dot products (whole rows
+   and the split rows of the wide row; ``patched_source``; the backward's is what
+   slows ``Training``): GPU work on every program's critical path, captured by
+   CUDA graphs and timed by events like the kernel itself. Its length is set per
+   case through the tile widths its launches compile (``chain_keys``: decode
+   ``bf16 1x4096`` has 4096-wide tiles, prefill ``bf16 8192x8192`` 8192-wide),
+   so one patch slows each case by its own calibrated amount. The wide row
+   (``bf16 1024x65536``, GPU only: ``--regimes wide``) splits its rows into
+   2048- and 4096-wide tiles, which decode's overlap: it is measured in a raw
+   file of its own.
 2. **Calibration.** Fresh processes measure one class's fused ratio to the
    floor (``Inference`` where measured, else the first of ``--classes``)
    with chains of ``DELAYS`` multiplies, interleaved in rounds; the chain for
@@ -71,38 +75,58 @@ DELAYS = [0, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096]
 CLASSES = ["Forward", "Inference", "ForwardResidual", "Training"]
 ANCHOR = "    sumsq = tl.sum(t * t, axis=1)\n"
 BACKWARD_ANCHOR = "        dot = tl.sum(g * t_hat, axis=1)\n"
-# Per kernel file: the line a chain follows and the step it repeats, on runtime values (eps, n_cols) that the
-# compiler cannot fold. The backward carries one because the forward's alone hardly slows the training call.
-INJECTED = {"forward.py": (ANCHOR, "sumsq = sumsq * (1.0 + eps * 1e-30)"),
-            "backward.py": (BACKWARD_ANCHOR, "dot = dot * (1.0 + n_cols * 1e-30)")}
+SPLIT_ANCHORS = ["            dot = _exchange(tl.sum(g * t_hat, axis=1), slot_ptr, epoch, block, part, BLOCK_M, SPLITS, "
+                 "SPLITS_POW2)\n",
+                 "            dot = _gather(words, slot_ptr, epoch, block, BLOCK_M, SPLITS, SPLITS_POW2)\n"]
+# Per kernel file: the lines a chain follows and the step it repeats, on runtime values (eps, n_cols) that the
+# compiler cannot fold. The backward carries chains because the forward's alone hardly slows the training call:
+# in the whole-row kernel and in both exchange forms of the split kernel (the wide row's).
+STEPS = {"forward.py": "sumsq = sumsq * (1.0 + eps * 1e-30)", "backward.py": "dot = dot * (1.0 + n_cols * 1e-30)"}
+INJECTED = {"forward.py": [ANCHOR], "backward.py": [BACKWARD_ANCHOR, *SPLIT_ANCHORS]}
+REGIMES = ["decode", "prefill", "wide"]
 
 
 def experiment_cases(interpret: bool) -> dict[str, str]:
-    """{regime: case}: the decode and prefill case of the experiment (small ones in the interpreter)."""
+    """{regime: case}: the experiment's decode, prefill and wide-row case (small ones in the interpreter, which
+    has no wide row: its rows are not split over programs)."""
     return {"decode": "bf16 1x64", "prefill": "fp32 8x1000"} if interpret else \
-        {"decode": "bf16 1x4096", "prefill": "bf16 8192x8192"}
+        {"decode": "bf16 1x4096", "prefill": "bf16 8192x8192", "wide": "bf16 1024x65536"}
 
 
-def block_n(case: str) -> int:
-    """The forward tile width of ``case`` (whole rows: the chain's key)."""
+def chain_keys(case: str, max_splits: int, settings) -> list[int]:
+    """The tile widths (``BLOCK_N``) that ``case``'s forward and backward launches compile (the chains' keys)."""
     from benchmarks._cases import DTYPES, parse
-    from fusedkernel.kernels.config import forward_config
+    from fusedkernel.kernels.config import backward_config, forward_config
 
-    dtype, _, hidden = parse(case)
-    return forward_config(hidden, DTYPES[dtype].itemsize, 1).block_n
+    dtype, tokens, hidden = parse(case)
+    size = DTYPES[dtype].itemsize
+    keys = {forward_config(hidden, size, max_splits, settings, tokens <= max_splits, stores).block_n
+            for stores in (False, True)}
+    return sorted(keys | {backward_config(hidden, size, max_splits, settings).block_n})
 
 
-def patched_source(src: str, delays: dict[int, int], kernel: str = "forward.py") -> str:
+def device_keys(cases: dict) -> dict[str, list[int]]:
+    """{regime: :func:`chain_keys`} with this host's launch settings (call in a child: it touches CUDA)."""
+    from fusedkernel.kernels import launch
+
+    index = -1 if launch.INTERPRET else 0
+    return {r: chain_keys(c, launch._max_splits(index), launch._settings(index)) for r, c in cases.items()}
+
+
+def patched_source(src: str, delays: dict[int, int], kernel: str = "forward.py", lenient: bool = False) -> str:
     """``kernel``'s source with a chain of ``delays[block_n]`` dependent multiplies after the row sums
-    (forward.py) or the whole-row backward's dot products (backward.py) of tiles that wide."""
-    anchor, step = INJECTED[kernel]
-    if src.count(anchor) != 1:
-        raise ValueError(f"the line {anchor.strip()!r} was not found once in {kernel}")
-    pad = anchor[:len(anchor) - len(anchor.lstrip())]
-    chain = "".join(f"{pad}if BLOCK_N == {bn}:  # detection experiment: injected slowdown\n"
-                    f"{pad}    for _ in tl.static_range({d}):\n"
-                    f"{pad}        {step}\n" for bn, d in sorted(delays.items()) if d)
-    return src.replace(anchor, anchor + chain)
+    (forward.py) or the backward's dot products (backward.py: whole rows and both split forms) of tiles that
+    wide. Each line must be there once; ``lenient``: a line that is not there is left out (an older base)."""
+    step = STEPS[kernel]
+    for anchor in INJECTED[kernel]:
+        if src.count(anchor) != 1 and not (lenient and anchor not in src):
+            raise ValueError(f"the line {anchor.strip()!r} was not found once in {kernel}")
+        pad = anchor[:len(anchor) - len(anchor.lstrip())]
+        chain = "".join(f"{pad}if BLOCK_N == {bn}:  # detection experiment: injected slowdown\n"
+                        f"{pad}    for _ in tl.static_range({d}):\n"
+                        f"{pad}        {step}\n" for bn, d in sorted(delays.items()) if d)
+        src = src.replace(anchor, anchor + chain)
+    return src
 
 
 def install_variant(delays: dict[int, int], tmp: pathlib.Path) -> None:
@@ -241,13 +265,13 @@ def missing_cases(classes: list, cases: dict, interpret: bool) -> list[str]:
     return [f"{cls} {reg}" for cls in classes for reg, case in cases.items() if case not in grid(cls)]
 
 
-def calibrate(cases: dict, tmp: pathlib.Path, rounds: int, cls: str = "Inference") -> dict:
+def calibrate(cases: dict, keys: dict, tmp: pathlib.Path, rounds: int, cls: str = "Inference") -> dict:
     """{regime: [slowdown of ``cls``'s fused ratio per DELAYS entry]}, the chains interleaved in rounds
-    (each measurement in fresh children)."""
+    (each measurement in fresh children); ``keys``: {regime: its tile widths}."""
     ratios = {reg: {d: [] for d in DELAYS} for reg in cases}
     for _ in range(rounds):
         for d in DELAYS:
-            got = measure_classes({block_n(c): d for c in cases.values()}, cases, tmp, [cls])[cls]
+            got = measure_classes({k: d for reg in cases for k in keys[reg]}, cases, tmp, [cls])[cls]
             for reg, case in cases.items():
                 ratios[reg][d].append(statistics.median(got[case]))
     return {reg: [statistics.median(ratios[reg][d]) / statistics.median(ratios[reg][0]) - 1 for d in DELAYS]
@@ -272,8 +296,10 @@ def cmd_measure(a) -> None:
     if mode == "interpreter" and not m.INTERPRET:
         raise SystemExit("no GPU here: run with TRITON_INTERPRET=1 (the interpreter's small cases)")
     raw_path = pathlib.Path(a.raw or ROOT / "docs" / "detection" / machine / "raw.json")
-    regimes = comma_list(a.regimes, "regimes", ["decode", "prefill"]) if a.regimes else ["decode", "prefill"]
+    regimes = comma_list(a.regimes, "regimes", REGIMES) if a.regimes else ["decode", "prefill"]
     cases = {r: c for r, c in experiment_cases(m.INTERPRET).items() if r in regimes}
+    if len(cases) < len(regimes):
+        fail(f"--regimes {a.regimes}: the interpreter has no wide row (its rows are not split over programs)")
     classes = comma_list(a.classes, "classes", CLASSES)
     absent = missing_cases(classes, cases, m.INTERPRET)
     if absent:
@@ -310,13 +336,19 @@ def cmd_measure(a) -> None:
             fail(f"--levels: no calibrated chain for {', '.join(map(str, missing))} "
                  f"(calibrated: {', '.join(k for k in known)})")
         if not raw:
+            keys = in_child(device_keys, cases)
+            taken = [k for r in cases for k in keys[r]]
+            if len(set(taken)) < len(taken):
+                # A chain is keyed by tile width: two regimes sharing one would get one chain.
+                fail(f"--regimes {','.join(cases)}: their tile widths {keys} overlap; measure them in separate --raw "
+                     "files")
             on = calibration_class(classes)
-            curve = calibrate(cases, tmp, a.calibration_rounds, on)
+            curve = calibrate(cases, keys, tmp, a.calibration_rounds, on)
             print(f"calibration on {on} (slowdown per chain length):",
                   {r: [f"{s:+.3f}" for s in c] for r, c in curve.items()})
             raw = {"machine": machine, "cases": cases, "classes": classes, "calibrated_on": on,
                    "calibration": {"delays": DELAYS, **curve},
-                   "delays": {str(lv): {str(block_n(c)): chain_for(curve[r], lv) for r, c in cases.items()}
+                   "delays": {str(lv): {str(k): chain_for(curve[r], lv) for r in cases for k in keys[r]}
                               for lv in LEVELS}, "processes": []}
         import benchmarks.add_rmsnorm as suite
 
@@ -598,9 +630,8 @@ def make_history(repo: pathlib.Path, base: str, levels: list[float], delays: dic
     base_time = int(git("show", "-s", "--format=%ct", base, cwd=repo).stdout)
     kernels = {k: repo / "fusedkernel" / "kernels" / k for k in INJECTED}
     original = {k: path.read_text() for k, path in kernels.items()}
-    # A base older than the backward's chain (its loop had no such line) gets the forward's alone, the slow
-    # commit its raw files were measured with; the forward's line is always required.
-    kernels = {k: path for k, path in kernels.items() if k == "forward.py" or INJECTED[k][0] in original[k]}
+    # A base older than the backward's chains (its loops had no such lines) gets the chains its lines allow, the
+    # slow commit its raw files were measured with; the forward's line is always required.
     commits, level_before = [], 0.0
     for i, level in enumerate(levels, 1):
         if i == 1 and not keep_results:  # the experiment's site shows only the experiment's own results
@@ -611,7 +642,8 @@ def make_history(repo: pathlib.Path, base: str, levels: list[float], delays: dic
         if level != level_before:
             chain = {int(b): d for b, d in delays.get(str(level), {}).items()}
             for k, path in kernels.items():
-                path.write_text(patched_source(original[k], chain, k) if level else original[k])
+                path.write_text(patched_source(original[k], chain, k, lenient=k != "forward.py") if level
+                                else original[k])
                 paths.append(f"fusedkernel/kernels/{k}")
         git("add", "--", *paths, cwd=repo)
         date = f"@{base_time + 60 * i} +0000"
@@ -681,14 +713,15 @@ def main() -> None:
     m.add_argument("--levels", type=levels_arg, default=LEVELS, help="slowdown levels to measure (calibrated ones)")
     m.add_argument("--classes", default="Forward,Inference",
                    help=f"classes to measure, of {', '.join(CLASSES)} (Training: --regimes prefill)")
-    m.add_argument("--regimes", help="only these regimes (decode, prefill) in a new raw file")
+    m.add_argument("--regimes", help="only these regimes (decode, prefill, wide) in a new raw file "
+                   "(default decode,prefill)")
     m.add_argument("--start", choices=["fork", "spawn"], default="fork",
                    help="how each class's process starts: forked from this one (as asv does) or a fresh interpreter")
     m.add_argument("--seed", help="take the calibration (chains per level) from this earlier raw file")
     m.add_argument("--calibration-rounds", type=int, default=3)
     n = sub.add_parser("analyze", help="the curve from the raw measurements")
     n.add_argument("--raw", action="append", default=[], help="raw file (repeatable; curve.json goes beside the first)")
-    n.add_argument("--regimes", help="only these regimes (decode, prefill)")
+    n.add_argument("--regimes", help="only these regimes (decode, prefill, wide)")
     n.add_argument("--trials", type=positive, default=40, help="histories per family, level and placement")
     n.add_argument("--pool", type=positive, default=1,
                    help="a commit = this many measured processes of its level, their rounds split among them")

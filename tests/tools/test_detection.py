@@ -30,12 +30,55 @@ def test_the_patch_adds_one_chain_per_tile_width_after_the_row_sums():
         d.patched_source("no kernel here", {4096: 1})
 
 
-def test_the_backward_patch_chains_the_whole_row_dot_products_in_the_row_block_loop():
-    src = (ROOT / "fusedkernel" / "kernels" / "backward.py").read_text()
-    out = d.patched_source(src, {8192: 5}, "backward.py")
-    at = out.index(d.BACKWARD_ANCHOR) + len(d.BACKWARD_ANCHOR)
-    assert out[at:].startswith("        if BLOCK_N == 8192:") and "dot = dot * (1.0 + n_cols * 1e-30)" in out
-    assert out.count("tl.static_range(5)") == 1 and d.patched_source(src, {}, "backward.py") == src
+BACKWARD = (ROOT / "fusedkernel" / "kernels" / "backward.py").read_text()
+
+
+def test_the_backward_patch_chains_the_dot_products_of_whole_rows_and_both_split_forms():
+    out = d.patched_source(BACKWARD, {8192: 5}, "backward.py")
+    for anchor in (d.BACKWARD_ANCHOR, *d.SPLIT_ANCHORS):
+        at = out.index(anchor) + len(anchor)
+        pad = anchor[:len(anchor) - len(anchor.lstrip())]
+        assert out[at:].startswith(f"{pad}if BLOCK_N == 8192:  # detection experiment: injected slowdown\n"
+                                   f"{pad}    for _ in tl.static_range(5):\n"
+                                   f"{pad}        dot = dot * (1.0 + n_cols * 1e-30)\n")
+    assert out.count("tl.static_range(5)") == 3 and d.patched_source(BACKWARD, {}, "backward.py") == BACKWARD
+
+
+def test_the_backward_patch_needs_every_line_unless_lenient():
+    older = BACKWARD.replace(d.SPLIT_ANCHORS[1], "")  # a base before the exchange behind
+    with pytest.raises(ValueError, match="_gather.*not found once in backward.py"):
+        d.patched_source(older, {4096: 2}, "backward.py")
+    assert d.patched_source(older, {4096: 2}, "backward.py", lenient=True).count("tl.static_range(2)") == 2
+    twice = BACKWARD + d.BACKWARD_ANCHOR  # there, but not once: an error even when lenient
+    with pytest.raises(ValueError, match="not found once in backward.py"):
+        d.patched_source(twice, {4096: 2}, "backward.py", lenient=True)
+
+
+@pytest.mark.parametrize("case, max_splits, keys", [
+    ("bf16 1x4096", 132, [4096]), ("bf16 8192x8192", 132, [8192]),
+    # The wide row splits: forward tiles of 2048 over 32 programs, the backward's of 4096 (the wider tile).
+    ("bf16 1024x65536", 132, [2048, 4096]),
+])
+def test_the_chain_keys_are_the_tile_widths_of_the_cases_launches_on_the_h200(case, max_splits, keys):
+    from fusedkernel.kernels.config import HOPPER
+
+    assert d.chain_keys(case, max_splits, HOPPER) == keys
+
+
+def test_the_committed_raw_files_chains_are_keyed_by_the_h200s_tile_widths():
+    # The keys a new calibration would give are those the measured chains were applied with.
+    from fusedkernel.kernels.config import HOPPER
+
+    for raw in (ROOT / "docs" / "detection" / "nvidia-h200").glob("raw*.json"):
+        data = json.loads(raw.read_text())
+        want = sorted({k for case in data["cases"].values() for k in d.chain_keys(case, 132, HOPPER)})
+        # Seeded files carry their seed's chains for regimes they do not measure.
+        assert all(set(want) <= set(map(int, chains)) for chains in data["delays"].values()), raw.name
+
+
+def test_the_interpreter_keys_are_its_own_tile_widths():
+    keys = d.in_child(d.device_keys, d.experiment_cases(True))
+    assert keys == {"decode": [64], "prefill": [1024]}
 
 
 def test_the_chain_for_a_target_is_read_off_the_calibration_curve():
@@ -108,6 +151,7 @@ def test_publish_flags_name_the_slow_commit():
     (["measure", "--raw", "RAW", "--classes", "Inference,Forward"], "pass --classes Inference"),
     (["measure", "--raw", "NEW", "--regimes", "decode,nosuch"], "each one of decode, prefill"),
     (["measure", "--raw", "NEW", "--regimes", "decode,decode"], "a name given twice"),
+    (["measure", "--raw", "NEW", "--regimes", "wide"], "the interpreter has no wide row"),
     (["measure", "--raw", "NEW", "--classes", "Nope"], "each one of Forward, Inference, ForwardResidual, Training"),
     (["measure", "--raw", "NEW", "--seed", "SEED_DECODE", "--regimes", "prefill"], "a calibration for decode only"),
     (["measure", "--raw", "NEW", "--seed", "H200", "--levels", "0.07"], "no calibrated chain for 0.07"),
@@ -148,7 +192,8 @@ def test_each_commit_measures_each_class_in_a_fresh_child_with_the_injected_kern
     monkeypatch.setattr(d, "measure_once", lambda delays, cases, tmp, cls, real=d.measure_once: (
         real(delays, cases, tmp, cls) | {"pid": os.getpid()}))
     cases = d.experiment_cases(True)
-    slow = d.measure_classes({d.block_n(c): 3 for c in cases.values()}, cases, tmp_path,
+    keys = d.in_child(d.device_keys, cases)
+    slow = d.measure_classes({k: 3 for r in cases for k in keys[r]}, cases, tmp_path,
                              ["Forward", "Inference", "Training"])
     same = d.measure_classes({}, cases, tmp_path, ["Inference"])
     pids = [slow[c].pop("pid") for c in ("Forward", "Inference", "Training")] + [same["Inference"].pop("pid")]
@@ -239,7 +284,7 @@ def test_each_class_can_be_measured_in_a_fresh_interpreter(tmp_path):
 
 def test_the_training_call_runs_its_backward_after_the_injected_forward(tmp_path):
     cases = {"prefill": d.experiment_cases(True)["prefill"]}
-    got = d.measure_classes({d.block_n(cases["prefill"]): 2}, cases, tmp_path, ["Training"])
+    got = d.measure_classes({1024: 2}, cases, tmp_path, ["Training"])
     (ratios,) = got["Training"].values()
     from benchmarks._measure import ROUNDS
     assert len(ratios) == ROUNDS and min(ratios) > 0
