@@ -177,6 +177,18 @@ def test_bad_arguments_are_one_line_and_leave_the_curve_alone(args, message, tmp
     assert not (tmp_path / "curve.json").exists() and not (tmp_path / "new.json").exists()
 
 
+def test_regimes_whose_tile_widths_overlap_are_refused_before_calibrating(monkeypatch, tmp_path, capsys):
+    # On the H200 decode (4096) and the wide row (2048, 4096) share a width; the interpreter's cases do not.
+    monkeypatch.setattr(d, "device_keys", lambda cases: {"decode": [64, 1024], "prefill": [1024]})
+    monkeypatch.setattr(d, "calibrate", lambda *a, **k: pytest.fail("calibrated regimes that share a chain"))
+    monkeypatch.setattr(sys, "argv", ["detection_experiment.py", "measure", "--raw", str(tmp_path / "new.json")])
+    with pytest.raises(SystemExit) as stop:
+        d.main()
+    assert stop.value.code == 2 and "their tile widths {'decode': [64, 1024], 'prefill': [1024]} overlap" in \
+        capsys.readouterr().err
+    assert not (tmp_path / "new.json").exists()
+
+
 def test_each_commit_measures_each_class_in_a_fresh_child_with_the_injected_kernel(monkeypatch, tmp_path):
     from benchmarks import add_rmsnorm as suite
     from fusedkernel.kernels import launch
