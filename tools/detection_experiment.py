@@ -130,7 +130,8 @@ def patched_source(src: str, delays: dict[int, int], kernel: str = "forward.py",
 
 
 def install_variant(delays: dict[int, int], tmp: pathlib.Path) -> None:
-    """Make this process's fused op launch the patched forward and whole-row backward kernels (fresh modules)."""
+    """Make this process's fused op launch the patched forward and backward (whole-row and split) kernels
+    (fresh modules)."""
     from fusedkernel.kernels import launch
 
     tag = "_".join(f"{k}x{v}" for k, v in sorted(delays.items()))
@@ -145,6 +146,7 @@ def install_variant(delays: dict[int, int], tmp: pathlib.Path) -> None:
         spec.loader.exec_module(mods[kernel])
     launch._rows_kernel = mods["forward.py"]._rows_kernel
     launch._bwd_rows_kernel = mods["backward.py"]._bwd_rows_kernel
+    launch._bwd_split_kernel = mods["backward.py"]._bwd_split_kernel  # the wide row's backward
     launch._compiled.clear()  # its launchers were compiled from the other kernel
 
 
@@ -317,6 +319,14 @@ def cmd_measure(a) -> None:
                 fail(f"--raw {raw_path} measures {name} {','.join(have)}: pass --{name} {','.join(have)}, "
                      "or another --raw")
     known = raw.get("delays") or {}
+    keys = {}
+    if not raw:
+        keys = in_child(device_keys, cases)
+        taken = [k for r in cases for k in keys[r]]
+        if len(set(taken)) < len(taken):
+            # A chain is keyed by tile width: two regimes sharing one would get one chain.
+            fail(f"--regimes {','.join(cases)}: their tile widths {keys} overlap; measure them in separate --raw "
+                 "files")
     with tempfile.TemporaryDirectory(prefix="fk-detect-") as tmp:
         tmp = pathlib.Path(tmp)
         if not raw and a.seed:
@@ -325,6 +335,14 @@ def cmd_measure(a) -> None:
                 fail(f"--seed {a.seed}: not a raw file of this experiment (cases, calibration, delays)")
             if not set(cases) <= set(seed["cases"]):
                 fail(f"--seed {a.seed} has a calibration for {', '.join(seed['cases'])} only")
+            need = sorted({k for r in cases for k in keys[r]})
+            for level, chains in seed["delays"].items():
+                # A process at a level whose chains miss a launched width would be recorded slow, unslowed.
+                ok = isinstance(chains, dict) and all(k.isdigit() and type(v) is int and v >= 0
+                                                      for k, v in chains.items())
+                if not ok or not set(need) <= {int(k) for k in chains}:
+                    fail(f"--seed {a.seed}: its {level} chains ({chains}) do not give a chain length to each tile "
+                         f"width this host launches ({', '.join(map(str, need))})")
             raw = {k: seed[k] for k in ("machine", "calibration", "delays")}
             raw["calibrated_on"] = seed.get("calibrated_on", "Inference")  # files before the key: Inference
             raw.update(cases=cases, classes=classes, processes=[], calibrated_in=str(a.seed))
@@ -336,12 +354,6 @@ def cmd_measure(a) -> None:
             fail(f"--levels: no calibrated chain for {', '.join(map(str, missing))} "
                  f"(calibrated: {', '.join(k for k in known)})")
         if not raw:
-            keys = in_child(device_keys, cases)
-            taken = [k for r in cases for k in keys[r]]
-            if len(set(taken)) < len(taken):
-                # A chain is keyed by tile width: two regimes sharing one would get one chain.
-                fail(f"--regimes {','.join(cases)}: their tile widths {keys} overlap; measure them in separate --raw "
-                     "files")
             on = calibration_class(classes)
             curve = calibrate(cases, keys, tmp, a.calibration_rounds, on)
             print(f"calibration on {on} (slowdown per chain length):",

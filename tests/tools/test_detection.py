@@ -154,7 +154,11 @@ def test_publish_flags_name_the_slow_commit():
     (["measure", "--raw", "NEW", "--regimes", "wide"], "the interpreter has no wide row"),
     (["measure", "--raw", "NEW", "--classes", "Nope"], "each one of Forward, Inference, ForwardResidual, Training"),
     (["measure", "--raw", "NEW", "--seed", "SEED_DECODE", "--regimes", "prefill"], "a calibration for decode only"),
-    (["measure", "--raw", "NEW", "--seed", "H200", "--levels", "0.07"], "no calibrated chain for 0.07"),
+    (["measure", "--raw", "NEW", "--seed", "SEED", "--levels", "0.07"], "no calibrated chain for 0.07"),
+    # The H200's chains are for its tile widths, not the interpreter's: its processes would not be slowed.
+    (["measure", "--raw", "NEW", "--seed", "H200"], "do not give a chain length to each tile width this host "
+                                                      "launches (64, 1024)"),
+    (["measure", "--raw", "NEW", "--seed", "SEED_ODD_KEY"], "do not give a chain length"),
     (["measure", "--raw", "NEW", "--seed", "/nonexistent.json"], "--seed /nonexistent.json: not readable JSON"),
     (["measure", "--raw", "BROKEN"], "not readable JSON"),
     (["measure", "--raw", "/proc/nope/raw.json"], "not a file in a writable folder"),
@@ -166,10 +170,15 @@ def test_bad_arguments_are_one_line_and_leave_the_curve_alone(args, message, tmp
     empty.write_text(json.dumps({**synthetic(), "processes": []}))
     seed_decode = tmp_path / "seed-decode.json"
     seed_decode.write_text(json.dumps({**synthetic(), "cases": {"decode": "bf16 1x64"}}))
+    interpreter = {"decode": "bf16 1x64", "prefill": "fp32 8x1000"}
+    seed = tmp_path / "seed.json"
+    seed.write_text(json.dumps({**synthetic(), "cases": interpreter, "delays": {"0.02": {"64": 1, "1024": 2}}}))
+    seed_odd = tmp_path / "seed-odd.json"
+    seed_odd.write_text(json.dumps({**synthetic(), "cases": interpreter, "delays": {"0.02": {"64.0": 1, "1024": 2}}}))
     broken = tmp_path / "broken.json"
     broken.write_text('{"cases": {')  # a raw file cut short
     args = [{"RAW": str(raw), "EMPTY": str(empty), "OUT": str(tmp_path / "out"), "NEW": str(tmp_path / "new.json"),
-             "SEED_DECODE": str(seed_decode), "BROKEN": str(broken),
+             "SEED_DECODE": str(seed_decode), "SEED": str(seed), "SEED_ODD_KEY": str(seed_odd), "BROKEN": str(broken),
              "H200": str(ROOT / "docs" / "detection" / "nvidia-h200" / "raw.json")}.get(a, a) for a in args]
     out = subprocess.run([sys.executable, str(ROOT / "tools" / "detection_experiment.py"), *args],
                          capture_output=True, text=True, env={**os.environ, "TRITON_INTERPRET": "1"})
@@ -197,6 +206,7 @@ def test_each_commit_measures_each_class_in_a_fresh_child_with_the_injected_kern
         # Stands in for the timing: 2.0 where the injected kernel launches; the pid of the measuring process.
         injected = launch._rows_kernel.fn.__module__.startswith("fk_forward_")
         assert injected == launch._bwd_rows_kernel.fn.__module__.startswith("fusedkernel.kernels.fk_backward_")
+        assert injected == launch._bwd_split_kernel.fn.__module__.startswith("fusedkernel.kernels.fk_backward_")
         return {("fused", case): ([2.0 if injected else 1.0] * rounds, [1.0] * rounds) for case in plan} | \
             {("pid",): os.getpid()}
 
@@ -214,6 +224,7 @@ def test_each_commit_measures_each_class_in_a_fresh_child_with_the_injected_kern
     assert {v for r in same["Inference"].values() for v in r} == {1.0}
     assert launch._rows_kernel.fn.__module__ == "fusedkernel.kernels.forward"  # this process untouched
     assert launch._bwd_rows_kernel.fn.__module__ == "fusedkernel.kernels.backward"
+    assert launch._bwd_split_kernel.fn.__module__ == "fusedkernel.kernels.backward"
 
 
 def interrupted_after(seconds: float, fn, *args) -> float:
