@@ -83,7 +83,6 @@ SPLIT_ANCHORS = ["            dot = _exchange(tl.sum(g * t_hat, axis=1), slot_pt
 # in the whole-row kernel and in both exchange forms of the split kernel (the wide row's).
 STEPS = {"forward.py": "sumsq = sumsq * (1.0 + eps * 1e-30)", "backward.py": "dot = dot * (1.0 + n_cols * 1e-30)"}
 INJECTED = {"forward.py": [ANCHOR], "backward.py": [BACKWARD_ANCHOR, *SPLIT_ANCHORS]}
-REGIMES = ["decode", "prefill", "wide"]
 
 
 def experiment_cases(interpret: bool) -> dict[str, str]:
@@ -298,7 +297,7 @@ def cmd_measure(a) -> None:
     if mode == "interpreter" and not m.INTERPRET:
         raise SystemExit("no GPU here: run with TRITON_INTERPRET=1 (the interpreter's small cases)")
     raw_path = pathlib.Path(a.raw or ROOT / "docs" / "detection" / machine / "raw.json")
-    regimes = comma_list(a.regimes, "regimes", REGIMES) if a.regimes else ["decode", "prefill"]
+    regimes = comma_list(a.regimes, "regimes", list(experiment_cases(False))) if a.regimes else ["decode", "prefill"]
     cases = {r: c for r, c in experiment_cases(m.INTERPRET).items() if r in regimes}
     if len(cases) < len(regimes):
         fail(f"--regimes {a.regimes}: the interpreter has no wide row (its rows are not split over programs)")
@@ -319,11 +318,11 @@ def cmd_measure(a) -> None:
                 fail(f"--raw {raw_path} measures {name} {','.join(have)}: pass --{name} {','.join(have)}, "
                      "or another --raw")
     known = raw.get("delays") or {}
-    keys = {}
+    widths = []
     if not raw:
         keys = in_child(device_keys, cases)
-        taken = [k for r in cases for k in keys[r]]
-        if len(set(taken)) < len(taken):
+        widths = [k for r in cases for k in keys[r]]
+        if len(set(widths)) < len(widths):
             # A chain is keyed by tile width: two regimes sharing one would get one chain.
             fail(f"--regimes {','.join(cases)}: their tile widths {keys} overlap; measure them in separate --raw "
                  "files")
@@ -335,14 +334,13 @@ def cmd_measure(a) -> None:
                 fail(f"--seed {a.seed}: not a raw file of this experiment (cases, calibration, delays)")
             if not set(cases) <= set(seed["cases"]):
                 fail(f"--seed {a.seed} has a calibration for {', '.join(seed['cases'])} only")
-            need = sorted({k for r in cases for k in keys[r]})
             for level, chains in seed["delays"].items():
                 # A process at a level whose chains miss a launched width would be recorded slow, unslowed.
                 ok = isinstance(chains, dict) and all(k.isdigit() and type(v) is int and v >= 0
                                                       for k, v in chains.items())
-                if not ok or not set(need) <= {int(k) for k in chains}:
+                if not ok or not set(widths) <= {int(k) for k in chains}:
                     fail(f"--seed {a.seed}: its {level} chains ({chains}) do not give a chain length to each tile "
-                         f"width this host launches ({', '.join(map(str, need))})")
+                         f"width this host launches ({', '.join(map(str, sorted(widths)))})")
             raw = {k: seed[k] for k in ("machine", "calibration", "delays")}
             raw["calibrated_on"] = seed.get("calibrated_on", "Inference")  # files before the key: Inference
             raw.update(cases=cases, classes=classes, processes=[], calibrated_in=str(a.seed))
