@@ -304,7 +304,8 @@ def cmd_measure(a) -> None:
     classes = comma_list(a.classes, "classes", CLASSES)
     absent = missing_cases(classes, cases, m.INTERPRET)
     if absent:
-        fail(f"--classes {a.classes}: no case for {', '.join(absent)} in the suite's grid (--regimes prefill?)")
+        fail(f"--classes {a.classes}: no case for {', '.join(absent)} in the suite's grid (Training has no decode "
+             "case: --regimes prefill or wide)")
     try:
         json_path(str(raw_path))
     except argparse.ArgumentTypeError:
@@ -722,7 +723,7 @@ def main() -> None:
     m.add_argument("--per-level", type=int, default=10, help="processes per slowdown level")
     m.add_argument("--levels", type=levels_arg, default=LEVELS, help="slowdown levels to measure (calibrated ones)")
     m.add_argument("--classes", default="Forward,Inference",
-                   help=f"classes to measure, of {', '.join(CLASSES)} (Training: --regimes prefill)")
+                   help=f"classes to measure, of {', '.join(CLASSES)} (Training: prefill or wide, no decode case)")
     m.add_argument("--regimes", help="only these regimes (decode, prefill, wide) in a new raw file "
                    "(default decode,prefill)")
     m.add_argument("--start", choices=["fork", "spawn"], default="fork",

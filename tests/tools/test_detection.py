@@ -90,10 +90,11 @@ def test_the_chain_for_a_target_is_read_off_the_calibration_curve():
         d.chain_for(curve, 0.5, raw["calibration"]["delays"])
 
 
-def test_training_is_measured_at_prefill_and_calibrated_on_itself_unless_inference_is_measured():
+def test_training_is_measured_at_prefill_and_the_wide_row_and_calibrated_on_itself_unless_inference_is():
     gpu = {"decode": "bf16 1x4096", "prefill": "bf16 8192x8192"}
     assert d.missing_cases(["Inference", "Training", "ForwardResidual"], gpu, False) == ["Training decode"]
     assert d.missing_cases(["Training"], {"prefill": gpu["prefill"]}, False) == []
+    assert d.missing_cases(["Training"], {"wide": d.experiment_cases(False)["wide"]}, False) == []
     assert d.missing_cases(d.CLASSES, d.experiment_cases(True), True) == []  # the interpreter runs every class
     assert d.calibration_class(["Training", "Inference"]) == "Inference"
     assert d.calibration_class(["Training", "ForwardResidual"]) == "Training"
