@@ -268,8 +268,43 @@ def test_weight_loaded_first_or_last_gives_the_same_bits(dtype, block_m, n, devi
     assert_matches_reference(outs[0][0], x, r, w)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("block_m, n", [(4, 500), (1, 3000), (1, 4096)])
+def test_persistent_path_gives_the_rows_paths_bits(dtype, block_m, n, device):
+    # Programs walking more row blocks than the grid has, the residual updated in
+    # place while the next block is loaded ahead: the rows path's sums and outputs.
+    from fusedkernel.kernels.config import ForwardConfig
+
+    rows = 37 if device == "cpu" else 300  # the grid: 4 programs in the interpreter, one per SM on a GPU
+    x, r0, w = rand((rows, n), dtype, device), rand((rows, n), dtype, device, seed=1), rand((n,), dtype, device, seed=2)
+    block_n = 1 << (n - 1).bit_length()
+    outs = []
+    for cfg in (ForwardConfig("rows", block_m, block_n, 1, 4, True), ForwardConfig("persistent", block_m, block_n, 1, 4,
+                                                                                 True, 1)):
+        r = r0.clone()
+        y, rstd = torch.full_like(x, math.nan), torch.full((rows,), math.nan, device=device)
+        forward_rows(x, r, w, 1e-6, y, res=r, rstd=rstd, cfg=cfg)
+        outs.append((y, r, rstd))
+    for a, b in zip(*outs):
+        assert torch.equal(a, b)
+    assert_matches_reference(outs[1][0], x, r0, w)
+
+
+def test_persistent_settings_that_miss_columns_are_refused(device):
+    from fusedkernel.kernels.config import ForwardConfig
+
+    x = rand((3, 100), torch.float32, device)
+    with pytest.raises(ValueError, match="persistent path holds whole rows, so block_n must be >= the hidden size "
+                                         "100, got 64"):
+        forward_rows(x, x, x[0], 1e-6, torch.empty_like(x), cfg=ForwardConfig("persistent", 1, 64, 1, 4, True, 1))
+
+
 @pytest.mark.parametrize("kwargs, match", [
-    (dict(path="split"), r"path must be one of \('rows', 'looped'\)"),
+    (dict(path="split"), r"path must be one of \('rows', 'looped', 'persistent'\)"),
+    (dict(path="persistent", weight_first=True), "persistent path holds whole rows .* got splits=1, programs_per_sm=0"),
+    (dict(path="persistent", splits=2, weight_first=True, programs_per_sm=1), "got splits=2, programs_per_sm=1"),
+    (dict(path="persistent", programs_per_sm=1), r"weight_first=True\), got .* weight_first=False"),
+    (dict(programs_per_sm=2), r"programs_per_sm is for the persistent path \(0 on the rows path\), got 2"),
     (dict(block_n=96), "block_n must be a power of two"),
     (dict(num_warps=0), "num_warps must be a power of two"),
     (dict(splits=0), "splits must be >= 1"),
@@ -288,6 +323,7 @@ def test_bad_forward_settings_are_refused(kwargs, match):
     (dict(block_n=64.0), "block_n must be an int, got float 64.0"),
     (dict(splits=True), "splits must be an int, got bool True"),
     (dict(block_m=np.int64(2)), r"block_m must be an int, got int64 np.int64\(2\)"),
+    (dict(programs_per_sm=1.0), "programs_per_sm must be an int, got float 1.0"),
 ])
 def test_forward_settings_of_the_wrong_type_are_refused(kwargs, match):
     from fusedkernel.kernels.config import ForwardConfig

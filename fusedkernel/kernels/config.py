@@ -19,6 +19,9 @@ Forward paths:
 * ``looped`` -- one program per row loops over the row twice. Correct for
   every N; for wide rows in the interpreter, and on a GPU for rows that would
   split over more programs than there are SMs.
+* ``persistent`` -- whole rows, ``programs_per_sm`` programs per SM each
+  walking row blocks and loading the next block before this one's sums. A
+  candidate of the tuner (``forward_candidates``); the rule does not take it yet.
 
 Backward paths: ``rows`` (whole rows, persistent grid), ``split`` (rows split
 over programs that exchange partial dot products) and ``columns`` (a pass for
@@ -68,10 +71,12 @@ def _check_settings(cfg, paths: tuple[str, ...], powers_of_two: tuple[str, ...],
 class ForwardConfig:
     """How one forward launch is shaped.
 
-    path: "rows" or "looped". block_m: rows per program. block_n: columns a
-    program holds at once. splits: programs per row group (1: whole rows).
-    num_warps: warps per program. weight_first: the rows path loads the
-    weight before the rows, not after the row sums.
+    path: "rows", "looped" or "persistent". block_m: rows per program (per
+    step on the persistent path). block_n: columns a program holds at once.
+    splits: programs per row group (1: whole rows). num_warps: warps per
+    program. weight_first: the rows path loads the weight before the rows,
+    not after the row sums. programs_per_sm: the persistent path's grid, per
+    SM (0 on the other paths, whose grid is one program per row group).
     """
 
     path: str
@@ -80,11 +85,23 @@ class ForwardConfig:
     splits: int
     num_warps: int
     weight_first: bool = False
+    programs_per_sm: int = 0
 
     def __post_init__(self) -> None:
-        _check_settings(self, ("rows", "looped"), ("block_m", "block_n", "num_warps"), ("splits",))
+        _check_settings(self, ("rows", "looped", "persistent"), ("block_m", "block_n", "num_warps"), ("splits",))
         if type(self.weight_first) is not bool:
             raise TypeError(f"ForwardConfig.weight_first must be a bool, got {self.weight_first!r}")
+        if type(self.programs_per_sm) is not int:
+            raise TypeError(f"ForwardConfig.programs_per_sm must be an int, got "
+                            f"{type(self.programs_per_sm).__name__} {self.programs_per_sm!r}")
+        if self.path == "persistent" and (self.splits != 1 or self.programs_per_sm < 1 or not self.weight_first):
+            raise ValueError(f"ForwardConfig: the persistent path holds whole rows (splits=1) on programs_per_sm >= 1 "
+                             f"programs per SM and loads the weight once, first (weight_first=True), got "
+                             f"splits={self.splits}, programs_per_sm={self.programs_per_sm}, "
+                             f"weight_first={self.weight_first}")
+        if self.path != "persistent" and self.programs_per_sm:
+            raise ValueError(f"ForwardConfig.programs_per_sm is for the persistent path (0 on the {self.path} path), "
+                             f"got {self.programs_per_sm}")
 
 
 @dataclass(frozen=True)
@@ -273,7 +290,9 @@ def forward_candidates(n_cols: int, elem_bytes: int, max_splits: int, settings: 
     by 4-32 warps, and the rule's choice with the weight loaded the other way.
     Rows 16384 or wider: every split of 1-4 rows by 1024-4096 columns with
     2-8 warps that keeps a program's tile at most 8192 elements and at least
-    128 columns per warp.
+    128 columns per warp. Whole rows of 4096 or more, not few: the persistent
+    path with the rule's tile at the rule's warps and twice them, 1 or 2
+    programs per SM (docs/tuning.md#rejected-ideas, "Persistent forward").
     """
     rule = forward_config(n_cols, elem_bytes, max_splits, settings, few_rows, stores_residual)
     out = [rule]
@@ -282,6 +301,10 @@ def forward_candidates(n_cols: int, elem_bytes: int, max_splits: int, settings: 
         for bm, w in itertools.product([1, 2, 4], [4, 8, 16, 32]):
             if bm * rule.block_n <= 16384 and 32 * w <= bm * rule.block_n:
                 out.append(ForwardConfig("rows", bm, rule.block_n, 1, w, rule.weight_first))
+        if rule.block_n >= 4096 and not few_rows:
+            for w, per_sm in itertools.product([rule.num_warps, 2 * rule.num_warps], [1, 2]):
+                if w <= MAX_WARPS:
+                    out.append(ForwardConfig("persistent", rule.block_m, rule.block_n, 1, w, True, per_sm))
     if n_cols >= 16384:
         for bm, bn, w in itertools.product([1, 2, 4], [1024, 2048, 4096], [2, 4, 8]):
             splits = triton.cdiv(n_cols, bn)

@@ -55,6 +55,49 @@ def _rows_kernel(
              y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
+@triton.jit(do_not_specialize=["n_rows"])
+def _persistent_kernel(
+    x_ptr, r_ptr, w_ptr, y_ptr, res_ptr, rstd_ptr,
+    n_rows, n_cols, stride_x, stride_r, stride_y, stride_res, eps: tl.float32,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STORE_RES: tl.constexpr, STORE_RSTD: tl.constexpr,
+    VEC: tl.constexpr,
+):
+    n_cols, stride_x, stride_r, stride_y, stride_res = _aligned(n_cols, stride_x, stride_r, stride_y, stride_res, VEC)
+    # Whole rows on a grid of a few programs per SM: program p walks row
+    # blocks p, p + G, ... and loads block k + G before block k's sums, so
+    # an SM holding one program still has loads in flight while it reduces
+    # and stores. The weight is loaded once. With the residual updated in
+    # place, the load ahead reads other rows than the store.
+    cols = tl.arange(0, BLOCK_N)
+    col_ok = cols < n_cols
+    w = tl.load(w_ptr + cols, mask=col_ok, other=0.0)
+    n_blocks = tl.cdiv(n_rows, BLOCK_M)
+    step = tl.num_programs(0)
+    x, r = _fwd_tile(x_ptr, r_ptr, tl.program_id(0), n_blocks, n_rows, cols, col_ok, stride_x, stride_r, BLOCK_M)
+    for block in tl.range(tl.program_id(0), n_blocks, step):
+        rows = tl.cast(block, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+        row_ok = rows < n_rows
+        mask = row_ok[:, None] & col_ok[None, :]
+        t = x.to(tl.float32) + r.to(tl.float32)
+        x, r = _fwd_tile(x_ptr, r_ptr, block + step, n_blocks, n_rows, cols, col_ok, stride_x, stride_r, BLOCK_M)
+        if STORE_RES:
+            tl.store(res_ptr + rows[:, None] * stride_res + cols[None, :], t.to(res_ptr.dtype.element_ty), mask=mask)
+        rstd = tl.rsqrt(tl.sum(t * t, axis=1) / n_cols + eps)
+        if STORE_RSTD:
+            tl.store(rstd_ptr + rows, rstd, mask=row_ok)
+        tl.store(y_ptr + rows[:, None] * stride_y + cols[None, :], (t * rstd[:, None] * w.to(tl.float32)[None, :]).to(
+            y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _fwd_tile(x_ptr, r_ptr, block, n_blocks, n_rows, cols, col_ok, stride_x, stride_r, BLOCK_M: tl.constexpr):
+    # x and residual of one row block, in their own dtypes (zeros past the last block).
+    rows = tl.cast(block, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    m = ((rows < n_rows) & (block < n_blocks))[:, None] & col_ok[None, :]
+    return (tl.load(x_ptr + rows[:, None] * stride_x + cols[None, :], mask=m, other=0.0),
+            tl.load(r_ptr + rows[:, None] * stride_r + cols[None, :], mask=m, other=0.0))
+
+
 @triton.jit
 def _aligned(n_cols, stride_x, stride_r, stride_y, stride_res, VEC: tl.constexpr):
     # The host found the hidden size and every row stride divisible by VEC

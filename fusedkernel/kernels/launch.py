@@ -12,7 +12,7 @@ import triton
 from .._validation import row_stride
 from .config import BackwardConfig, ForwardConfig, Settings, backward_config, dw_sum_config, forward_config, settings_for
 from .backward import _bwd_columns_kernel, _bwd_dot_kernel, _bwd_rows_kernel, _bwd_split_kernel, _dw_sum_kernel
-from .forward import _looped_kernel, _rows_kernel
+from .forward import _looped_kernel, _persistent_kernel, _rows_kernel
 
 # Triton picks the interpreter when a kernel is decorated, so read the same
 # switch (parsed as Triton parses it: 1, true, on, ...) once, at import.
@@ -173,15 +173,12 @@ def resident_per_sm(n_regs: int, num_warps: int, shared: int, limits: tuple[int,
     return min(regs // (num_warps * warp_regs), threads // (32 * num_warps), smem // (shared + 1024))
 
 
-def _split_fit(cfg: BackwardConfig, args: tuple, meta: dict, device: int) -> int:
-    # A split lane's programs wait for each other every row block: where the
-    # SMs hold fewer programs than the grid, lanes not wholly resident spin
-    # until other lanes finish and the grid runs in two waves
-    # (docs/tuning.md#backward-split-path). So the grid is what the compiled
-    # kernel's registers, threads and shared memory let every SM hold.
-    compiled = _bwd_split_kernel.warmup(*args, grid=(1,), **meta)
+def _fit(kernel, args: tuple, meta: dict, device: int) -> int:
+    # Programs of ``kernel``, compiled for these arguments, that one SM holds:
+    # the cap of a persistent grid, which would otherwise run in two waves.
+    compiled = kernel.warmup(*args, grid=(1,), **meta)
     compiled._init_handles()  # loads the binary: its register count comes from the driver
-    return resident_per_sm(compiled.n_regs, cfg.num_warps, compiled.metadata.shared, _sm_limits(device))
+    return resident_per_sm(compiled.n_regs, meta["num_warps"], compiled.metadata.shared, _sm_limits(device))
 
 
 @functools.lru_cache(maxsize=16)
@@ -200,8 +197,8 @@ def forward_rows(x: torch.Tensor, r: torch.Tensor, weight: torch.Tensor, eps: fl
     must already be validated. Writes y, and res / rstd (float32, one per row)
     when given. Launches on x's device and that device's current stream.
     ``cfg`` overrides the launch table (tests and tuning); TypeError if it
-    is not a ForwardConfig, ValueError if its rows path would not cover a
-    whole row, or would split rows in the interpreter (split programs wait
+    is not a ForwardConfig, ValueError if its rows or persistent path would
+    not cover a whole row, or would split rows in the interpreter (split programs wait
     for each other there, forever) or over more programs than the GPU has
     SMs.
     """
@@ -222,6 +219,9 @@ def forward_rows(x: torch.Tensor, r: torch.Tensor, weight: torch.Tensor, eps: fl
         if type(cfg) is not ForwardConfig:
             raise TypeError(f"cfg must be a ForwardConfig, got {type(cfg).__name__}")
         max_splits = _max_splits(device)
+        if cfg.path == "persistent" and cfg.block_n < n_cols:
+            raise ValueError(f"cfg: the persistent path holds whole rows, so block_n must be >= the hidden size "
+                             f"{n_cols}, got {cfg.block_n}")
         if cfg.path == "rows":
             if cfg.block_n * cfg.splits < n_cols:
                 raise ValueError(f"cfg: block_n * splits must cover the hidden size {n_cols}, "
@@ -247,6 +247,21 @@ def forward_rows(x: torch.Tensor, r: torch.Tensor, weight: torch.Tensor, eps: fl
     if cfg.path == "looped":
         _launch(_looped_kernel, n_rows, key, (x, r, weight, y, res, rstd),
                 (*common, cfg.block_n, res is not None, rstd is not None, vec), cfg.num_warps, device)
+        return
+    if cfg.path == "persistent":
+        # programs_per_sm per SM, or as many as fit (4 programs in the interpreter, which runs them one by one).
+        args = (*common, cfg.block_m, cfg.block_n, res is not None, rstd is not None, vec)
+        per_device = 4
+        if not INTERPRET:
+            fit = _resident.get((*key, vec))
+            if fit is None:
+                meta = dict(zip(("BLOCK_M", "BLOCK_N", "STORE_RES", "STORE_RSTD", "VEC"), args[-5:]),
+                            num_warps=cfg.num_warps)
+                fit = _resident[(*key, vec)] = _fit(_persistent_kernel, (x, r, weight, y, res, rstd, *common), meta,
+                                                    device)
+            per_device = max(1, min(cfg.programs_per_sm, fit)) * _sm_count(device)
+        _launch(_persistent_kernel, max(1, min(-(-n_rows // cfg.block_m), per_device)), key,
+                (x, r, weight, y, res, rstd), args, cfg.num_warps, device)
         return
     # Plain integer arithmetic: triton.cdiv and triton.next_power_of_2 are
     # ConstexprFunctions in Triton 3.6, ~2 us of host time per call each.
@@ -307,12 +322,16 @@ def backward_rows(dy2: torch.Tensor, dres2: torch.Tensor | None, x2: torch.Tenso
             meta.update(SPLITS=splits, SPLITS_POW2=1 << (splits - 1).bit_length(), BEHIND=cfg.exchange_behind)
             resident = per_device
             if not INTERPRET:
-                # Compiled and measured once per setting: later launches only look it up.
+                # A split lane's programs wait for each other every row block: where the
+                # SMs hold fewer programs than the grid, lanes not wholly resident spin
+                # until other lanes finish (docs/tuning.md#backward-split-path). So the
+                # grid is what the compiled kernel lets every SM hold, measured once per setting.
                 key = (index, cfg, splits, vec, has_dres, *(t.dtype for t in (dy2, dres_arg, x2, r2, weight, dx2)))
                 fit = _resident.get(key)
                 if fit is None:
-                    fit = _resident[key] = _split_fit(cfg, (dy2, dres_arg, x2, r2, weight, rstd, dx2, torch.float32,
-                                                            torch.int64, n_rows, n_cols, *strides, 1), meta, index)
+                    fit = _resident[key] = _fit(_bwd_split_kernel, (dy2, dres_arg, x2, r2, weight, rstd, dx2,
+                                                                    torch.float32, torch.int64, n_rows, n_cols,
+                                                                    *strides, 1), meta, index)
                 resident = max(1, min(cfg.programs_per_sm, fit)) * sms
             lanes = max(1, min(row_blocks, resident // splits))
             dw_part = _dw_parts(lanes, weight)

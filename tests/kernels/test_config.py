@@ -191,7 +191,7 @@ def test_the_tuners_sweep_the_rule_first_and_only_legal_settings(n):
     assert fwd[0] == forward_config(n, 2, 132) and len(fwd) == len(set(fwd)) > 1
     for cfg in fwd:
         assert isinstance(cfg, ForwardConfig) and cfg.splits <= 132
-        if cfg.path == "rows":
+        if cfg.path in ("rows", "persistent"):
             assert cfg.block_n * cfg.splits >= n
     bwd = backward_candidates(n, 2, 132)
     assert bwd[0] == backward_config(n, 2, 132) and len(bwd) == len(set(bwd)) > 1
@@ -249,6 +249,21 @@ def test_weight_first_follows_the_tile_and_the_residual_store(n, elem_bytes):
     got = tuple(forward_config(n, elem_bytes, 132, few_rows=f, stores_residual=r).weight_first
                 for f, r in ((False, True), (True, True), (True, False)))
     assert got == WEIGHT_FIRST[n, elem_bytes]
+
+
+@pytest.mark.parametrize("n", [2880, 4096, 5120, 16384, 20000])
+def test_persistent_candidates_hold_the_rules_whole_rows_at_prefill_only(n):
+    rule = forward_config(n, 2, 132)
+    got = [c for c in forward_candidates(n, 2, 132) if c.path == "persistent"]
+    if rule.path != "rows" or rule.splits > 1 or rule.block_n < 4096:
+        assert got == []
+    else:
+        assert {(c.num_warps, c.programs_per_sm) for c in got} == {
+            (w, p) for w in (rule.num_warps, 2 * rule.num_warps) for p in (1, 2) if w <= 32}
+        assert all((c.block_m, c.block_n, c.splits, c.weight_first) == (rule.block_m, rule.block_n, 1, True)
+                   for c in got)
+    # A decode step has a program per row already: nothing to walk.
+    assert not any(c.path == "persistent" for c in forward_candidates(n, 2, 132, few_rows=True))
 
 
 def test_split_candidates_split():
