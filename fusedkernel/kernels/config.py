@@ -290,9 +290,10 @@ def forward_candidates(n_cols: int, elem_bytes: int, max_splits: int, settings: 
     by 4-32 warps, and the rule's choice with the weight loaded the other way.
     Rows 16384 or wider: every split of 1-4 rows by 1024-4096 columns with
     2-8 warps that keeps a program's tile at most 8192 elements and at least
-    128 columns per warp. Whole rows of 4096 or more, not few: the persistent
-    path with the rule's tile at the rule's warps and twice them, 1 or 2
-    programs per SM (docs/tuning.md#rejected-ideas, "Persistent forward").
+    128 columns per warp. Whole-row tiles of 4096 or more (rows over 2048
+    wide), not few: the persistent path with the rule's tile at the rule's
+    warps and twice them, 1 or 2 programs per SM
+    (docs/tuning.md#rejected-ideas, "Persistent forward").
     """
     rule = forward_config(n_cols, elem_bytes, max_splits, settings, few_rows, stores_residual)
     out = [rule]

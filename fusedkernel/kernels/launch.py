@@ -198,9 +198,9 @@ def forward_rows(x: torch.Tensor, r: torch.Tensor, weight: torch.Tensor, eps: fl
     when given. Launches on x's device and that device's current stream.
     ``cfg`` overrides the launch table (tests and tuning); TypeError if it
     is not a ForwardConfig, ValueError if its rows or persistent path would
-    not cover a whole row, or would split rows in the interpreter (split programs wait
-    for each other there, forever) or over more programs than the GPU has
-    SMs.
+    not cover a whole row, or would split rows in the interpreter (split
+    programs wait for each other there, forever) or over more programs than
+    the GPU has SMs.
     """
     n_cols = x.shape[-1]
     n_rows = x.numel() // n_cols
