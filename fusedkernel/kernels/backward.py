@@ -40,7 +40,7 @@ import triton
 import triton.language as tl
 from triton.language.extra.cuda import gdc_wait
 
-from .forward import _aligned, _exchange, _gather, _multiple, _poll, _publish
+from .forward import _aligned, _exchange, _fwd_tile, _gather, _multiple, _poll, _publish
 
 
 @triton.jit(do_not_specialize=["n_rows"])
@@ -322,11 +322,10 @@ def _split_program(w_ptr, n_rows, n_cols, BLOCK_M: tl.constexpr, BLOCK_N: tl.con
 def _bwd_tile(x_ptr, r_ptr, dy_ptr, block, n_blocks, n_rows, cols, col_ok, stride_x, stride_r, stride_dy,
               BLOCK_M: tl.constexpr):
     # x, residual and dy of one row block, in their own dtypes (zeros past the last block).
+    x, r = _fwd_tile(x_ptr, r_ptr, block, n_blocks, n_rows, cols, col_ok, stride_x, stride_r, BLOCK_M)
     rows = tl.cast(block, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     m = ((rows < n_rows) & (block < n_blocks))[:, None] & col_ok[None, :]
-    return (tl.load(x_ptr + rows[:, None] * stride_x + cols[None, :], mask=m, other=0.0),
-            tl.load(r_ptr + rows[:, None] * stride_r + cols[None, :], mask=m, other=0.0),
-            tl.load(dy_ptr + rows[:, None] * stride_dy + cols[None, :], mask=m, other=0.0))
+    return x, r, tl.load(dy_ptr + rows[:, None] * stride_dy + cols[None, :], mask=m, other=0.0)
 
 
 @triton.jit

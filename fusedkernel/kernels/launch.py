@@ -255,8 +255,8 @@ def forward_rows(x: torch.Tensor, r: torch.Tensor, weight: torch.Tensor, eps: fl
         if not INTERPRET:
             fit = _resident.get((*key, vec))
             if fit is None:
-                meta = dict(zip(("BLOCK_M", "BLOCK_N", "STORE_RES", "STORE_RSTD", "VEC"), args[-5:]),
-                            num_warps=cfg.num_warps)
+                meta = dict(BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, STORE_RES=res is not None,
+                            STORE_RSTD=rstd is not None, VEC=vec, num_warps=cfg.num_warps)
                 fit = _resident[(*key, vec)] = _fit(_persistent_kernel, (x, r, weight, y, res, rstd, *common), meta,
                                                     device)
             per_device = max(1, min(cfg.programs_per_sm, fit)) * _sm_count(device)
