@@ -99,7 +99,7 @@ def chain_keys(case: str, max_splits: int, settings) -> list[int]:
 
     dtype, tokens, hidden = parse(case)
     size = DTYPES[dtype].itemsize
-    keys = {forward_config(hidden, size, max_splits, settings, tokens <= max_splits, stores).block_n
+    keys = {forward_config(hidden, size, max_splits, settings, tokens, stores).block_n
             for stores in (False, True)}
     return sorted(keys | {backward_config(hidden, size, max_splits, settings).block_n})
 

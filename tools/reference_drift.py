@@ -150,7 +150,7 @@ def _measure_case(case: str, repeats: int) -> list[dict]:
     tokens, hidden = parse_case(case)
     # The op's warps for this case, as its launch chooses them.
     splits = launch._max_splits(index)
-    cfg = forward_config(hidden, 2, splits, launch._settings(index), tokens <= splits)
+    cfg = forward_config(hidden, 2, splits, launch._settings(index), tokens)
     # clone and pinned launch one whole row per program: only where the op does.
     refs = [r for r in REFERENCES if cfg.path == "rows" and cfg.splits == 1 or r not in ("clone", "pinned")]
     warps = cfg.num_warps

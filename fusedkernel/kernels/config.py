@@ -20,8 +20,9 @@ Forward paths:
   every N; for wide rows in the interpreter, and on a GPU for rows that would
   split over more programs than there are SMs.
 * ``persistent`` -- whole rows, ``programs_per_sm`` programs per SM each
-  walking row blocks and loading the next block before this one's sums. A
-  candidate of the tuner (``forward_candidates``); the rule does not take it yet.
+  walking row blocks and loading the next block before this one's sums. The
+  rule takes it for 32 KiB whole-row tiles (one holds an SM alone) where the
+  rows are a few per SM (512-1024 tokens of bf16 rows 8193-16384 wide).
 
 Backward paths: ``rows`` (whole rows, persistent grid), ``split`` (rows split
 over programs that exchange partial dot products) and ``columns`` (a pass for
@@ -167,6 +168,10 @@ class ForwardSettings:
     max_warps: int  # ...at most this many
     weight_first_max_n: int  # whole rows up to this width load the weight first where the residual is stored
     # (decode: up to few_rows_max_tile); without that store every whole row does: docs/tuning.md#forward-weight-first
+    persistent_tile_bytes: int  # whole-row tiles of this many bytes (one program an SM) with more than...
+    persistent_min_rows_per_sm: int  # ...this many rows per SM...
+    persistent_max_rows_per_sm: int  # ...and at most this many: the persistent path at max_warps, one
+    # program per SM: docs/tuning.md#forward-persistent-grid
     split: ForwardConfig  # rows wider than a tile, split over programs: docs/tuning.md#forward-split-rows
     looped: ForwardConfig  # rows split over more programs than SMs: docs/tuning.md#forward-looped-path
 
@@ -213,7 +218,9 @@ HOPPER = Settings(
     forward=ForwardSettings(
         max_tile_bytes=65536, narrow_tile_elems=2048, bytes_per_warp=1280, few_rows_warps=2, few_rows_max_tile=4096,
         few_rows_y_only_max_tile=8192, max_thread_elems=32, min_warps=4, max_warps=32,
-        weight_first_max_n=8192, split=ForwardConfig("rows", 2, 2048, 1, 4),
+        weight_first_max_n=8192, persistent_tile_bytes=32768, persistent_min_rows_per_sm=2,
+        persistent_max_rows_per_sm=8,
+        split=ForwardConfig("rows", 2, 2048, 1, 4),
         looped=ForwardConfig("looped", 1, 4096, 1, 8)),
     backward=BackwardSettings(
         max_tile_n=16384, max_tile_bytes=24576, narrow_row_bytes=2048, narrow_tile_bytes=8192,
@@ -248,31 +255,37 @@ def _check_table_args(n_cols: object, elem_bytes: object, max_splits: object) ->
 # typed: 16384.0 must not hit 16384's entry and skip the argument checks.
 @functools.lru_cache(maxsize=1024, typed=True)
 def forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Settings = HOPPER,
-                   few_rows: bool = False, stores_residual: bool = True) -> ForwardConfig:
+                   n_rows: int | None = None, stores_residual: bool = True) -> ForwardConfig:
     """Launch settings for rows of ``n_cols`` elements (n_cols >= 1) of ``elem_bytes`` bytes (2 or 4).
 
     ``max_splits``: the most programs a row may be split over, which all
     wait for each other: 1 under TRITON_INTERPRET=1 (it runs programs one
     by one), the SM count on a GPU (a row group of at most that many is
     resident at once once the groups before it are done). Wider rows take
-    the looped path. ``few_rows``: there are at most ``max_splits`` rows (a
-    decode step: one program per row, each alone on its SM).
-    ``stores_residual``: the launch also writes x + residual (the inference
-    call, forward+residual), not only y. ValueError for any other arguments.
+    the looped path. ``n_rows``: rows of the launch (None: many). At most
+    ``max_splits`` rows are few (a decode step: one program per row, each
+    alone on its SM). ``stores_residual``: the launch also writes x +
+    residual (the inference call, forward+residual), not only y. ValueError
+    for any other arguments.
     """
     _check_table_args(n_cols, elem_bytes, max_splits)
-    for name, value in (("few_rows", few_rows), ("stores_residual", stores_residual)):
-        if type(value) is not bool:
-            raise ValueError(f"{name} must be a bool, got {value!r}")
+    if n_rows is not None and (type(n_rows) is not int or n_rows < 0):
+        raise ValueError(f"n_rows must be None or an int >= 0, got {n_rows!r}")
+    if type(stores_residual) is not bool:
+        raise ValueError(f"stores_residual must be a bool, got {stores_residual!r}")
     f = settings.forward
+    few_rows = n_rows is not None and n_rows <= max_splits
     if n_cols * elem_bytes <= f.max_tile_bytes:
         block_n = triton.next_power_of_2(n_cols)
+        block_m = 1 if few_rows else max(1, f.narrow_tile_elems // block_n)
+        if (block_n * elem_bytes == f.persistent_tile_bytes and n_rows is not None
+                and f.persistent_min_rows_per_sm * max_splits < n_rows <= f.persistent_max_rows_per_sm * max_splits):
+            return ForwardConfig("persistent", block_m, block_n, 1, f.max_warps, True, 1)
         warps = 1 << (max(1, n_cols * elem_bytes // f.bytes_per_warp).bit_length() - 1)
         if few_rows:
             boosted = f.few_rows_max_tile if stores_residual else f.few_rows_y_only_max_tile
             warps = f.few_rows_warps * warps if block_n <= boosted else f.max_warps
         warps = min(f.max_warps, max(f.min_warps, block_n // (32 * f.max_thread_elems), warps))
-        block_m = 1 if few_rows else max(1, f.narrow_tile_elems // block_n)
         # Where the residual is stored, decode tiles past few_rows_max_tile (32 warps) load it after.
         first_max = f.few_rows_max_tile if few_rows else f.weight_first_max_n
         return ForwardConfig("rows", block_m, block_n, 1, warps, block_n <= first_max or not stores_residual)
@@ -283,7 +296,7 @@ def forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Sett
 
 
 def forward_candidates(n_cols: int, elem_bytes: int, max_splits: int, settings: Settings = HOPPER,
-                       few_rows: bool = False, stores_residual: bool = True) -> list[ForwardConfig]:
+                       n_rows: int | None = None, stores_residual: bool = True) -> list[ForwardConfig]:
     """What ``tools/kernel/tune_forward.py`` sweeps: the rule's choice first, then a grid around it.
 
     Whole rows: 1, 2 or 4 rows per program (tiles of at most 16384 elements)
@@ -291,21 +304,25 @@ def forward_candidates(n_cols: int, elem_bytes: int, max_splits: int, settings: 
     Rows 16384 or wider: every split of 1-4 rows by 1024-4096 columns with
     2-8 warps that keeps a program's tile at most 8192 elements and at least
     128 columns per warp. Whole-row tiles of 4096 or more (rows over 2048
-    wide), not few: the persistent path with the rule's tile at the rule's
-    warps and twice them, 1 or 2 programs per SM
-    (docs/tuning.md#rejected-ideas, "Persistent forward").
+    wide), not few: the persistent path with the many-rows tile at its
+    warps, twice them and 32, 1 or 2 programs per SM
+    (docs/tuning.md#forward-persistent-grid).
     """
-    rule = forward_config(n_cols, elem_bytes, max_splits, settings, few_rows, stores_residual)
+    rule = forward_config(n_cols, elem_bytes, max_splits, settings, n_rows, stores_residual)
+    few_rows = n_rows is not None and n_rows <= max_splits
+    # The whole-row tiles around the rule, which may be the persistent path's.
+    rows = forward_config(n_cols, elem_bytes, max_splits, settings, n_rows if few_rows else None, stores_residual)
     out = [rule]
-    if rule.splits == 1 and rule.path == "rows":
-        out.append(dataclasses.replace(rule, weight_first=not rule.weight_first))
+    if rows.splits == 1 and rows.path == "rows":
+        out.append(rows)
+        out.append(dataclasses.replace(rows, weight_first=not rows.weight_first))
         for bm, w in itertools.product([1, 2, 4], [4, 8, 16, 32]):
-            if bm * rule.block_n <= 16384 and 32 * w <= bm * rule.block_n:
-                out.append(ForwardConfig("rows", bm, rule.block_n, 1, w, rule.weight_first))
-        if rule.block_n >= 4096 and not few_rows:
-            for w, per_sm in itertools.product([rule.num_warps, 2 * rule.num_warps], [1, 2]):
+            if bm * rows.block_n <= 16384 and 32 * w <= bm * rows.block_n:
+                out.append(ForwardConfig("rows", bm, rows.block_n, 1, w, rows.weight_first))
+        if rows.block_n >= 4096 and not few_rows:
+            for w, per_sm in itertools.product([rows.num_warps, 2 * rows.num_warps, MAX_WARPS], [1, 2]):
                 if w <= MAX_WARPS:
-                    out.append(ForwardConfig("persistent", rule.block_m, rule.block_n, 1, w, True, per_sm))
+                    out.append(ForwardConfig("persistent", rows.block_m, rows.block_n, 1, w, True, per_sm))
     if n_cols >= 16384:
         for bm, bn, w in itertools.product([1, 2, 4], [1024, 2048, 4096], [2, 4, 8]):
             splits = triton.cdiv(n_cols, bn)

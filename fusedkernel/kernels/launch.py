@@ -209,11 +209,10 @@ def forward_rows(x: torch.Tensor, r: torch.Tensor, weight: torch.Tensor, eps: fl
     table = cfg is None
     if table:
         max_splits = _max_splits(device)
-        few = n_rows <= max_splits
-        cfg = forward_config(n_cols, x.element_size(), max_splits, _settings(device), few, res is not None)
-        # The table's choice follows from n_cols, few, the dtype and the
-        # device: keying on them spares hashing the config (a dataclass) per call.
-        key = (n_cols, few, *flags)
+        cfg = forward_config(n_cols, x.element_size(), max_splits, _settings(device), n_rows, res is not None)
+        # The table's choice follows from n_cols, few rows or not, its path, the
+        # dtype and the device: keying on them spares hashing the config (a dataclass) per call.
+        key = (n_cols, n_rows <= max_splits, cfg.path, *flags)
     else:
         key = (cfg, *flags)
         if type(cfg) is not ForwardConfig:

@@ -38,7 +38,7 @@ def test_every_column_is_covered(n, max_splits, elem_bytes):
         assert cfg.block_n * (cfg.splits - 1) < n
         # Whole narrow rows load the weight first; elsewhere its registers cost more.
         assert cfg.weight_first == (cfg.splits == 1 and cfg.block_n <= WEIGHT_FIRST_MAX_N)
-        few = forward_config(n, elem_bytes, max_splits, few_rows=True)
+        few = forward_config(n, elem_bytes, max_splits, n_rows=1)
         assert few.weight_first == (few.splits == 1 and few.block_n <= F.few_rows_max_tile)
     else:
         assert cfg.path == "looped" and n * elem_bytes > MAX_TILE_BYTES
@@ -211,8 +211,8 @@ WARPS = {(1024, 2): (4, 4, 4), (2880, 2): (4, 8, 8), (4096, 2): (4, 8, 8), (5120
 
 @pytest.mark.parametrize("n, elem_bytes", WARPS)
 def test_whole_row_warps_follow_the_row_bytes_and_the_row_count(n, elem_bytes):
-    many, few, few_y = (forward_config(n, elem_bytes, 132, few_rows=f, stores_residual=s)
-                        for f, s in ((False, True), (True, True), (True, False)))
+    many, few, few_y = (forward_config(n, elem_bytes, 132, n_rows=rows, stores_residual=s)
+                        for rows, s in ((None, True), (132, True), (1, False)))
     assert (many.num_warps, few.num_warps, few_y.num_warps) == WARPS[n, elem_bytes]
     assert forward_config(n, elem_bytes, 132, stores_residual=False).num_warps == many.num_warps
     # Few rows: a program per row, so each SM holds at most one and the rows spread over SMs.
@@ -220,19 +220,23 @@ def test_whole_row_warps_follow_the_row_bytes_and_the_row_count(n, elem_bytes):
     assert few.block_n == many.block_n and few_y.weight_first and few.weight_first == (few.block_n <= 4096)
 
 
-def test_few_rows_must_be_a_bool():
-    with pytest.raises(ValueError, match="few_rows must be a bool"):
-        forward_config(4096, 2, 132, HOPPER, 1)
+@pytest.mark.parametrize("n_rows", [True, -1, 512.0, "512"])
+def test_n_rows_must_be_none_or_a_count(n_rows):
+    with pytest.raises(ValueError, match="n_rows must be None or an int >= 0"):
+        forward_config(4096, 2, 132, HOPPER, n_rows)
+
+
+def test_stores_residual_must_be_a_bool():
     with pytest.raises(ValueError, match="stores_residual must be a bool"):
-        forward_config(4096, 2, 132, HOPPER, False, None)
+        forward_config(4096, 2, 132, HOPPER, None, None)
 
 
 @pytest.mark.parametrize("elem_bytes", [2, 4])
-@pytest.mark.parametrize("few_rows", [False, True])
+@pytest.mark.parametrize("n_rows", [None, 1])
 @pytest.mark.parametrize("n", WIDTHS)
-def test_without_a_residual_store_whole_rows_load_the_weight_first(n, few_rows, elem_bytes):
+def test_without_a_residual_store_whole_rows_load_the_weight_first(n, n_rows, elem_bytes):
     # docs/tuning.md#forward-weight-first: the forward (y only) gained at every bf16 width swept (3072-16384).
-    stored, plain = (forward_config(n, elem_bytes, 132, HOPPER, few_rows, s) for s in (True, False))
+    stored, plain = (forward_config(n, elem_bytes, 132, HOPPER, n_rows, s) for s in (True, False))
     assert plain.weight_first == (plain.splits == 1 and plain.path == "rows")
     assert dataclasses.replace(plain, weight_first=stored.weight_first, num_warps=stored.num_warps) == stored
 
@@ -246,8 +250,8 @@ WEIGHT_FIRST = {(2880, 2): (True, True, True), (4096, 2): (True, True, True), (5
 
 @pytest.mark.parametrize("n, elem_bytes", WEIGHT_FIRST)
 def test_weight_first_follows_the_tile_and_the_residual_store(n, elem_bytes):
-    got = tuple(forward_config(n, elem_bytes, 132, few_rows=f, stores_residual=r).weight_first
-                for f, r in ((False, True), (True, True), (True, False)))
+    got = tuple(forward_config(n, elem_bytes, 132, n_rows=rows, stores_residual=r).weight_first
+                for rows, r in ((None, True), (1, True), (1, False)))
     assert got == WEIGHT_FIRST[n, elem_bytes]
 
 
@@ -259,11 +263,31 @@ def test_persistent_candidates_hold_the_rules_whole_rows_at_prefill_only(n):
         assert got == []
     else:
         assert {(c.num_warps, c.programs_per_sm) for c in got} == {
-            (w, p) for w in (rule.num_warps, 2 * rule.num_warps) for p in (1, 2) if w <= 32}
+            (w, p) for w in (rule.num_warps, 2 * rule.num_warps, 32) for p in (1, 2) if w <= 32}
         assert all((c.block_m, c.block_n, c.splits, c.weight_first) == (rule.block_m, rule.block_n, 1, True)
                    for c in got)
     # A decode step has a program per row already: nothing to walk.
-    assert not any(c.path == "persistent" for c in forward_candidates(n, 2, 132, few_rows=True))
+    assert not any(c.path == "persistent" for c in forward_candidates(n, 2, 132, n_rows=132))
+
+
+# (n, elem_bytes) -> the rule's path at 264 and 265 rows (2 per SM and just over), 1056 (8 per SM)
+# and 1057 on 132 SMs: docs/tuning.md#forward-persistent-grid. Whole-row tiles of 32 KiB (bf16
+# 8193-16384 wide, fp32 4097-8192) walk rows on a grid of one program per SM; wider tiles do not.
+PERSISTENT = {(8192, 2): "rrrr", (8200, 2): "rppr", (16384, 2): "rppr", (32768, 2): "rrrr",
+              (32776, 2): "ssss", (4096, 4): "rrrr", (8192, 4): "rppr", (16384, 4): "rrrr"}
+
+
+@pytest.mark.parametrize("n, elem_bytes", PERSISTENT)
+def test_the_persistent_grid_takes_wide_whole_rows_a_few_per_sm(n, elem_bytes):
+    got = [forward_config(n, elem_bytes, 132, n_rows=rows) for rows in (264, 265, 1056, 1057)]
+    assert "".join("s" if c.splits > 1 else c.path[0] for c in got) == PERSISTENT[n, elem_bytes]
+    for c in got:
+        if c.path == "persistent":
+            assert (c.num_warps, c.programs_per_sm, c.weight_first) == (F.max_warps, 1, True)
+            assert c.block_n == forward_config(n, elem_bytes, 132).block_n >= n
+    # The rule's choice leads its candidates; the whole-row tiles of many rows follow it.
+    cands = forward_candidates(n, elem_bytes, 132, n_rows=512)
+    assert cands[0] == got[1] and forward_config(n, elem_bytes, 132) in cands
 
 
 def test_split_candidates_split():

@@ -41,13 +41,12 @@ def per_call_us(fn, n=2000, sync_each=False):
 def breakdown(x, r, w, y):
     """Each step of add_rmsnorm's eager no-grad path, timed alone."""
     fusedkernel.add_rmsnorm(x, r, w)  # fills the launcher's cache of compiled kernels
-    # Keys of table launches: (n_cols, few rows?, device, x, weight and y dtypes, residual output?, rstd?).
+    # Keys of table launches: (n_cols, few rows?, path, device, x, weight and y dtypes, residual output?, rstd?).
     (run, function, metadata, cooperative, pdl), = [
-        v for k, v in launch._compiled.items() if k[0] == x.shape[-1] and k[3] == x.dtype and not k[6] and not k[7]]
+        v for k, v in launch._compiled.items() if k[0] == x.shape[-1] and k[4] == x.dtype and not k[7] and not k[8]]
     n = x.shape[-1]
     # The forward's choice: no residual output, one row per program at decode.
-    choice = (n, x.element_size(), launch._max_splits(0), launch._settings(0), x.numel() // n <= launch._max_splits(0),
-              False)
+    choice = (n, x.element_size(), launch._max_splits(0), launch._settings(0), x.numel() // n, False)
     cfg = config.forward_config(*choice)
     grid = -(-x.numel() // n // cfg.block_m) * cfg.splits
     # res, rstd, exchange slots; n_rows, n_cols, 4 row strides; eps, epoch; the constexprs.
