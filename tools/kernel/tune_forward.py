@@ -1,12 +1,14 @@
 """Sweep the forward launch settings on a GPU: fraction of the floor per candidate.
 
-    python tools/kernel/tune_forward.py [--op inference] [--dtypes bf16] [--widths 2880,5120,...]
+    python tools/kernel/tune_forward.py [--op inference|forward|forward+residual] [--dtypes bf16]
+                                        [--widths 2880,5120,...]
                                         [--tokens 1,64,512,8192] [--json FILE]
 
 Candidates: ``fusedkernel.kernels.config.forward_candidates`` (the rule's
 choice first). Ops and floors as the suite's (``benchmarks/_cases.py``):
-``forward`` (floor ``torch.add``, 3 row-trips) or ``inference`` (the
-residual updated in place; floor ``torch.addcmul``, 4 row-trips). Timing as
+``forward`` (floor ``torch.add``, 3 row-trips), ``inference`` (the
+residual updated in place) or ``forward+residual`` (x + residual written to
+a new tensor; both floor ``torch.addcmul``, 4 row-trips). Timing as
 the suite's: decode token counts (<= 512) replayed in CUDA graphs, prefill
 single calls with L2 flushed. Table and ``--json``: ``_sweep.py``. How to turn
 a sweep into a setting: docs/tuning.md.
@@ -29,7 +31,7 @@ WIDTHS = [1024, 1536, 2048, 2880, 3584, 4096, 5120, 6144, 7168, 8192, 10240, 122
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--op", choices=["forward", "inference"], default="inference")
+    ap.add_argument("--op", choices=["forward", "inference", "forward+residual"], default="inference")
     ap.add_argument("--dtypes", default="bf16")
     ap.add_argument("--widths", default=",".join(map(str, WIDTHS)))
     ap.add_argument("--tokens", default="8192")
@@ -44,13 +46,15 @@ def main() -> None:
         x *= 1e-3  # in place, thousands of calls keep the residual far from float16's range
         w = torch.randn(n, device=DEVICE, dtype=DTYPES[dname], generator=g)
         y = torch.empty_like(x)
-        res = r if a.op == "inference" else None
+        res = {"inference": r, "forward+residual": torch.empty_like(x)}.get(a.op)
 
         def check(cfg):
             r0 = r.clone()
             y.fill_(float("nan"))
             launch.forward_rows(x, r, w, 1e-6, y, res=res, cfg=cfg)
             ref = F.rms_norm(x.double() + r0.double(), (n,), eps=1e-6) * w.double()
+            if res is not None and not torch.equal(res, (x.float() + r0.float()).to(x.dtype)):
+                raise ValueError("wrong x + residual")
             r.copy_(r0)
             err = (y.double() - ref).abs().max().item()
             if not err <= 2 * torch.finfo(x.dtype).eps * ref.abs().max().item():
@@ -61,7 +65,7 @@ def main() -> None:
                                                               n_rows=tokens, stores_residual=res is not None),
                           lambda cfg: launch.forward_rows(x, r, w, 1e-6, y, res=res, cfg=cfg), check, floor,
                           TIMERS[method(tokens)])
-        del x, r, z, y
+        del x, r, z, y, res
         if a.json:
             write_json(a.json, rows_out)
 
