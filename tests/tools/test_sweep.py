@@ -60,3 +60,20 @@ def test_tune_backward_refuses_bad_options_before_measuring():
                           (["--paths", "rows,bogus"], "--paths: ['bogus'] not among")):
         out = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True)
         assert out.returncode == 2 and message in out.stderr, (args, out.stderr[-500:])
+
+
+def test_tune_forward_checks_every_candidate_of_each_op(tmp_path):
+    # In the interpreter: every candidate of each op passes its check (y, and
+    # x + residual bit for bit where it is stored) and lands in --json, the rule first.
+    import os
+    import subprocess
+
+    script = pathlib.Path(__file__).resolve().parents[2] / "tools" / "kernel" / "tune_forward.py"
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    for op in ("forward", "inference", "forward+residual"):
+        out = tmp_path / f"{op.replace('+', '-')}.json"
+        run = subprocess.run([sys.executable, str(script), "--op", op, "--dtypes", "fp32", "--widths", "64",
+                              "--tokens", "2", "--json", str(out)], capture_output=True, text=True, env=env)
+        assert run.returncode == 0 and "| error: " not in run.stdout, (op, run.stdout[-500:], run.stderr[-500:])
+        rows = json.loads(out.read_text())
+        assert rows[0]["rule"] and all(r["case"] == f"fp32 2x64 {op}" and "fraction" in r for r in rows), rows
