@@ -21,8 +21,9 @@ Forward paths:
   split over more programs than there are SMs.
 * ``persistent`` -- whole rows, ``programs_per_sm`` programs per SM each
   walking row blocks and loading the next block before this one's sums. The
-  rule takes it for 32 KiB whole-row tiles (one holds an SM alone) where the
-  rows are a few per SM (512-1024 tokens of bf16 rows 8193-16384 wide).
+  rule takes it for 32 KiB whole-row tiles (one holds an SM alone: bf16 and
+  fp16 rows 8193-16384 wide, fp32 4097-8192) at more than 2 and at most 8
+  rows per SM (265-1056 rows on 132 SMs).
 
 Backward paths: ``rows`` (whole rows, persistent grid), ``split`` (rows split
 over programs that exchange partial dot products) and ``columns`` (a pass for
@@ -252,8 +253,6 @@ def _check_table_args(n_cols: object, elem_bytes: object, max_splits: object) ->
         raise ValueError(f"elem_bytes must be 2 or 4, got {elem_bytes!r}")
 
 
-# typed: 16384.0 must not hit 16384's entry and skip the argument checks.
-@functools.lru_cache(maxsize=1024, typed=True)
 def forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Settings = HOPPER,
                    n_rows: int | None = None, stores_residual: bool = True) -> ForwardConfig:
     """Launch settings for rows of ``n_cols`` elements (n_cols >= 1) of ``elem_bytes`` bytes (2 or 4).
@@ -268,18 +267,35 @@ def forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Sett
     residual (the inference call, forward+residual), not only y. ValueError
     for any other arguments.
     """
+    rows = "many"
+    if n_rows is not None:
+        if type(n_rows) is not int or n_rows < 0:
+            raise ValueError(f"n_rows must be None or an int >= 0, got {n_rows!r}")
+        if type(max_splits) is int:  # anything else: _forward_config refuses it
+            f = settings.forward
+            if n_rows <= max_splits:
+                rows = "few"
+            elif f.persistent_min_rows_per_sm * max_splits < n_rows <= f.persistent_max_rows_per_sm * max_splits:
+                rows = "band"
+    # The choice depends on the row count only through its class: cached on
+    # that, every prefill length after the first hits the cache.
+    return _forward_config(n_cols, elem_bytes, max_splits, settings, rows, stores_residual)
+
+
+# typed: 16384.0 must not hit 16384's entry and skip the argument checks.
+@functools.lru_cache(maxsize=1024, typed=True)
+def _forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Settings, rows: str,
+                    stores_residual: bool) -> ForwardConfig:
+    # rows: "few" (at most max_splits), "band" (the persistent grid's row counts) or "many".
     _check_table_args(n_cols, elem_bytes, max_splits)
-    if n_rows is not None and (type(n_rows) is not int or n_rows < 0):
-        raise ValueError(f"n_rows must be None or an int >= 0, got {n_rows!r}")
     if type(stores_residual) is not bool:
         raise ValueError(f"stores_residual must be a bool, got {stores_residual!r}")
     f = settings.forward
-    few_rows = n_rows is not None and n_rows <= max_splits
+    few_rows = rows == "few"
     if n_cols * elem_bytes <= f.max_tile_bytes:
         block_n = triton.next_power_of_2(n_cols)
         block_m = 1 if few_rows else max(1, f.narrow_tile_elems // block_n)
-        if (block_n * elem_bytes == f.persistent_tile_bytes and n_rows is not None
-                and f.persistent_min_rows_per_sm * max_splits < n_rows <= f.persistent_max_rows_per_sm * max_splits):
+        if block_n * elem_bytes == f.persistent_tile_bytes and rows == "band":
             return ForwardConfig("persistent", block_m, block_n, 1, f.max_warps, True, 1)
         warps = 1 << (max(1, n_cols * elem_bytes // f.bytes_per_warp).bit_length() - 1)
         if few_rows:
@@ -299,8 +315,9 @@ def forward_candidates(n_cols: int, elem_bytes: int, max_splits: int, settings: 
                        n_rows: int | None = None, stores_residual: bool = True) -> list[ForwardConfig]:
     """What ``tools/kernel/tune_forward.py`` sweeps: the rule's choice first, then a grid around it.
 
-    Whole rows: 1, 2 or 4 rows per program (tiles of at most 16384 elements)
-    by 4-32 warps, and the rule's choice with the weight loaded the other way.
+    Whole rows: the many-rows rule's tile (where the rule is persistent) and
+    with the weight loaded the other way, 1, 2 or 4 rows per program (tiles
+    of at most 16384 elements) by 4-32 warps.
     Rows 16384 or wider: every split of 1-4 rows by 1024-4096 columns with
     2-8 warps that keeps a program's tile at most 8192 elements and at least
     128 columns per warp. Whole-row tiles of 4096 or more (rows over 2048

@@ -77,3 +77,26 @@ def test_tune_forward_checks_every_candidate_of_each_op(tmp_path):
         assert run.returncode == 0 and "| error: " not in run.stdout, (op, run.stdout[-500:], run.stderr[-500:])
         rows = json.loads(out.read_text())
         assert rows[0]["rule"] and all(r["case"] == f"fp32 2x64 {op}" and "fraction" in r for r in rows), rows
+
+
+def test_a_wrong_candidate_leaves_the_next_ones_their_residual(monkeypatch, capsys):
+    # The inference call updates the residual in place: a candidate that writes
+    # a NaN there is reported, and the residual is restored before the next runs.
+    import runpy
+
+    from fusedkernel.kernels import launch
+
+    real, seen = launch.forward_rows, []
+
+    def first_one_wrong(x, r, w, eps, y, res=None, rstd=None, cfg=None):
+        real(x, r, w, eps, y, res, rstd, cfg)
+        seen.append(cfg)
+        if cfg == seen[0] and res is not None:
+            res.view(-1)[0] = float("nan")
+
+    monkeypatch.setattr(launch, "forward_rows", first_one_wrong)
+    monkeypatch.setattr(sys, "argv", ["tune_forward.py", "--op", "inference", "--dtypes", "fp32", "--widths", "64",
+                                      "--tokens", "2"])
+    runpy.run_path(str(pathlib.Path(_sweep.__file__).with_name("tune_forward.py")), run_name="__main__")
+    out = capsys.readouterr().out
+    assert out.count("error: ValueError: wrong x + residual") == 1 and out.count("| error: ") == 1, out

@@ -53,9 +53,10 @@ def main() -> None:
             y.fill_(float("nan"))
             launch.forward_rows(x, r, w, 1e-6, y, res=res, cfg=cfg)
             ref = F.rms_norm(x.double() + r0.double(), (n,), eps=1e-6) * w.double()
-            if res is not None and not torch.equal(res, (x.float() + r0.float()).to(x.dtype)):
+            summed = res is None or torch.equal(res, (x.float() + r0.float()).to(x.dtype))
+            r.copy_(r0)  # first: a wrong candidate must not leave its residual to the next
+            if not summed:
                 raise ValueError("wrong x + residual")
-            r.copy_(r0)
             err = (y.double() - ref).abs().max().item()
             if not err <= 2 * torch.finfo(x.dtype).eps * ref.abs().max().item():
                 raise ValueError(f"wrong result, max error {err:.3g}")
