@@ -267,26 +267,33 @@ def forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Sett
     residual (the inference call, forward+residual), not only y. ValueError
     for any other arguments.
     """
-    rows = "many"
-    if n_rows is not None:
-        if type(n_rows) is not int or n_rows < 0:
-            raise ValueError(f"n_rows must be None or an int >= 0, got {n_rows!r}")
-        if type(max_splits) is int:  # anything else: _forward_config refuses it
-            f = settings.forward
-            if n_rows <= max_splits:
-                rows = "few"
-            elif f.persistent_min_rows_per_sm * max_splits < n_rows <= f.persistent_max_rows_per_sm * max_splits:
-                rows = "band"
     # The choice depends on the row count only through its class: cached on
     # that, every prefill length after the first hits the cache.
-    return _forward_config(n_cols, elem_bytes, max_splits, settings, rows, stores_residual)
+    return _forward_config(n_cols, elem_bytes, max_splits, settings, _row_class(n_rows, max_splits, settings),
+                           stores_residual)
+
+
+def _row_class(n_rows: int | None, max_splits: int, settings: Settings) -> str:
+    # "few" (at most max_splits rows), "band" (the persistent grid's row counts) or "many".
+    if n_rows is None:
+        return "many"
+    if type(n_rows) is not int or n_rows < 0:
+        raise ValueError(f"n_rows must be None or an int >= 0, got {n_rows!r}")
+    if type(max_splits) is not int:  # _forward_config refuses it
+        return "many"
+    f = settings.forward
+    if n_rows <= max_splits:
+        return "few"
+    if f.persistent_min_rows_per_sm * max_splits < n_rows <= f.persistent_max_rows_per_sm * max_splits:
+        return "band"
+    return "many"
 
 
 # typed: 16384.0 must not hit 16384's entry and skip the argument checks.
 @functools.lru_cache(maxsize=1024, typed=True)
 def _forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Settings, rows: str,
                     stores_residual: bool) -> ForwardConfig:
-    # rows: "few" (at most max_splits), "band" (the persistent grid's row counts) or "many".
+    # rows: _row_class's.
     _check_table_args(n_cols, elem_bytes, max_splits)
     if type(stores_residual) is not bool:
         raise ValueError(f"stores_residual must be a bool, got {stores_residual!r}")
@@ -326,9 +333,11 @@ def forward_candidates(n_cols: int, elem_bytes: int, max_splits: int, settings: 
     (docs/tuning.md#forward-persistent-grid).
     """
     rule = forward_config(n_cols, elem_bytes, max_splits, settings, n_rows, stores_residual)
-    few_rows = n_rows is not None and n_rows <= max_splits
+    row_class = _row_class(n_rows, max_splits, settings)
+    few_rows = row_class == "few"
     # The whole-row tiles around the rule, which may be the persistent path's.
-    rows = forward_config(n_cols, elem_bytes, max_splits, settings, n_rows if few_rows else None, stores_residual)
+    rows = _forward_config(n_cols, elem_bytes, max_splits, settings, row_class if few_rows else "many",
+                           stores_residual)
     out = [rule]
     if rows.splits == 1 and rows.path == "rows":
         out.append(rows)
