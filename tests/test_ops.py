@@ -293,8 +293,9 @@ def test_persistent_path_gives_the_rows_paths_bits(dtype, block_m, n, device):
 @pytest.mark.parametrize("dtype, n", [(torch.bfloat16, 12288), (torch.float32, 8000)])
 def test_the_tables_persistent_grid_walks_a_few_rows_per_sm(dtype, n, device):
     # 32 KiB whole-row tiles, 2-8 rows per SM (one SM in the interpreter): the
-    # table takes the persistent path, and the inference call's bits are the rows path's.
-    from fusedkernel.kernels.config import forward_config
+    # table takes the persistent path, and the inference call's bits are the rows
+    # path's with the same tile and warps (other warps sum in another order on a GPU).
+    from fusedkernel.kernels.config import ForwardConfig, forward_config
     from fusedkernel.kernels.launch import _max_splits, _settings
 
     index = -1 if device == "cpu" else torch.cuda.current_device()
@@ -304,10 +305,9 @@ def test_the_tables_persistent_grid_walks_a_few_rows_per_sm(dtype, n, device):
     x, r0, w = rand((rows, n), dtype, device), rand((rows, n), dtype, device, seed=1), rand((n,), dtype, device, seed=2)
     r = r0.clone()
     y, _ = add_rmsnorm(x, r, w, inplace_residual=True)
-    rows_cfg = forward_config(n, dtype.itemsize, _max_splits(index), _settings(index))
     y2, r2 = torch.empty_like(x), r0.clone()
-    forward_rows(x, r2, w, 1e-6, y2, res=r2, cfg=rows_cfg)
-    assert rows_cfg.path == "rows" and torch.equal(y, y2) and torch.equal(r, r2)
+    forward_rows(x, r2, w, 1e-6, y2, res=r2, cfg=ForwardConfig("rows", cfg.block_m, cfg.block_n, 1, cfg.num_warps, True))
+    assert torch.equal(y, y2) and torch.equal(r, r2)
     assert_matches_reference(y, x, r0, w)
 
 
