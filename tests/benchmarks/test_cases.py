@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from benchmarks import _cases as cases
-from helpers import assert_matches_reference
+from helpers import ATOL, assert_matches_reference, reference
 
 CASE = cases.INTERPRETER_CASES[0] if cases.INTERPRET else "bf16 64x4096"
 
@@ -66,13 +66,23 @@ def test_a_rotating_runner_cycles_through_its_calls():
     assert seen == [0, 1, 2, 0, 1, 2, 0]
 
 
+def assert_is_the_op(impl, y, x):
+    if impl == "fused":
+        assert_matches_reference(y, x["x"], x["r"], x["w"], cases.EPS)
+        return
+    # eager rounds x + residual, the norm and the product to the dtype: up to
+    # three units of roundoff (bf16 64x4096 on the H200: 0.0103, over one ulp).
+    torch.testing.assert_close(y.float(), reference(x["x"], x["r"], x["w"], cases.EPS),
+                               rtol=3 * torch.finfo(y.dtype).eps / 2, atol=ATOL[y.dtype])
+
+
 @pytest.mark.parametrize("impl", ["fused", "eager"])
 def test_runners_run_each_op(impl):
     d, t, n = cases.parse(CASE)
     x = cases.inputs(d, t, n)
-    assert_matches_reference(cases.runner("forward", impl, CASE)(), x["x"], x["r"], x["w"], cases.EPS)
+    assert_is_the_op(impl, cases.runner("forward", impl, CASE)(), x)
     y, res = cases.runner("forward+residual", impl, CASE)()
-    assert_matches_reference(y, x["x"], x["r"], x["w"], cases.EPS)
+    assert_is_the_op(impl, y, x)
     torch.testing.assert_close(res.float(), x["x"].float() + x["r"].float(), rtol=1e-2, atol=1e-2)
     dx, dr, dw = cases.runner("forward+backward", impl, CASE)()
     assert dx.shape == dr.shape == x["x"].shape and dw.shape == x["w"].shape
