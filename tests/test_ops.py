@@ -306,7 +306,8 @@ def test_the_tables_persistent_grid_walks_a_few_rows_per_sm(dtype, n, device):
     r = r0.clone()
     y, _ = add_rmsnorm(x, r, w, inplace_residual=True)
     y2, r2 = torch.empty_like(x), r0.clone()
-    forward_rows(x, r2, w, 1e-6, y2, res=r2, cfg=ForwardConfig("rows", cfg.block_m, cfg.block_n, 1, cfg.num_warps, True))
+    same_tile = ForwardConfig("rows", cfg.block_m, cfg.block_n, 1, cfg.num_warps, True)
+    forward_rows(x, r2, w, 1e-6, y2, res=r2, cfg=same_tile)
     assert torch.equal(y, y2) and torch.equal(r, r2)
     assert_matches_reference(y, x, r0, w)
 
