@@ -333,11 +333,9 @@ def forward_candidates(n_cols: int, elem_bytes: int, max_splits: int, settings: 
     (docs/tuning.md#forward-persistent-grid).
     """
     rule = forward_config(n_cols, elem_bytes, max_splits, settings, n_rows, stores_residual)
-    row_class = _row_class(n_rows, max_splits, settings)
-    few_rows = row_class == "few"
+    few_rows = _row_class(n_rows, max_splits, settings) == "few"
     # The whole-row tiles around the rule, which may be the persistent path's.
-    rows = _forward_config(n_cols, elem_bytes, max_splits, settings, row_class if few_rows else "many",
-                           stores_residual)
+    rows = _forward_config(n_cols, elem_bytes, max_splits, settings, "few" if few_rows else "many", stores_residual)
     out = [rule]
     if rows.splits == 1 and rows.path == "rows":
         out.append(rows)
