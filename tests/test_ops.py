@@ -197,15 +197,16 @@ def test_wide_rows_many_programs_on_gpu(rows, n):
 
 
 @pytest.mark.cuda
+@pytest.mark.parametrize("weight_load", ["before_sum", "after_sum"])
 @pytest.mark.parametrize("block_m, block_n, warps", [(1, 2048, 4), (2, 4096, 8), (4, 4096, 16), (1, 8192, 8)])
-def test_split_path_settings_match_reference(block_m, block_n, warps):
+def test_split_path_settings_match_reference(block_m, block_n, warps, weight_load):
     from fusedkernel.kernels.config import ForwardConfig
 
     n = 100003  # prime: the last program of each row is partly masked
     x = torch.randn(37, n, dtype=torch.float16, device="cuda")
     r0 = torch.randn(37, 2 * n, dtype=torch.float16, device="cuda")[:, n:]  # strided rows
     w = torch.randn(n, dtype=torch.float32, device="cuda")
-    cfg = ForwardConfig("rows", block_m, block_n, -(-n // block_n), warps)
+    cfg = ForwardConfig("rows", block_m, block_n, -(-n // block_n), warps, weight_load)
     for _ in range(2):  # the second launch finds the first one's sums, of the older epoch, in the slots
         r = r0.clone()
         y, rstd = torch.full_like(x, math.nan), torch.full((37,), math.nan, device="cuda")
@@ -253,18 +254,19 @@ def test_split_exchange_restarts_its_epochs_before_they_leave_int32():
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("block_m, n", [(4, 500), (1, 4096)])
-def test_weight_loaded_first_or_last_gives_the_same_bits(dtype, block_m, n, device):
-    from fusedkernel.kernels.config import ForwardConfig
+def test_each_weight_load_gives_the_same_bits(dtype, block_m, n, device):
+    from fusedkernel.kernels.config import WEIGHT_LOADS, ForwardConfig
 
     x, r, w = rand((5, n), dtype, device), rand((5, n), dtype, device, seed=1), rand((n,), dtype, device, seed=2)
     outs = []
-    for first in (False, True):
+    for load in WEIGHT_LOADS:
         y, res, rstd = torch.empty_like(x), torch.empty_like(x), torch.empty(5, device=device)
         forward_rows(x, r, w, 1e-6, y, res, rstd, cfg=ForwardConfig("rows", block_m, 4096 if n > 500 else 512, 1, 4,
-                                                                    first))
+                                                                    load))
         outs.append((y, res, rstd))
-    for a, b in zip(*outs):
-        assert torch.equal(a, b)
+    for out in outs[1:]:
+        for a, b in zip(outs[0], out):
+            assert torch.equal(a, b)
     assert_matches_reference(outs[0][0], x, r, w)
 
 
@@ -279,8 +281,8 @@ def test_persistent_path_gives_the_rows_paths_bits(dtype, block_m, n, device):
     x, r0, w = rand((rows, n), dtype, device), rand((rows, n), dtype, device, seed=1), rand((n,), dtype, device, seed=2)
     block_n = 1 << (n - 1).bit_length()
     outs = []
-    for cfg in (ForwardConfig("rows", block_m, block_n, 1, 4, True), ForwardConfig("persistent", block_m, block_n, 1, 4,
-                                                                                 True, 1)):
+    for cfg in (ForwardConfig("rows", block_m, block_n, 1, 4, "first"),
+                ForwardConfig("persistent", block_m, block_n, 1, 4, "first", 1)):
         r = r0.clone()
         y, rstd = torch.full_like(x, math.nan), torch.full((rows,), math.nan, device=device)
         forward_rows(x, r, w, 1e-6, y, res=r, rstd=rstd, cfg=cfg)
@@ -306,7 +308,7 @@ def test_the_tables_persistent_grid_walks_a_few_rows_per_sm(dtype, n, device):
     r = r0.clone()
     y, _ = add_rmsnorm(x, r, w, inplace_residual=True)
     y2, r2 = torch.empty_like(x), r0.clone()
-    same_tile = ForwardConfig("rows", cfg.block_m, cfg.block_n, 1, cfg.num_warps, True)
+    same_tile = ForwardConfig("rows", cfg.block_m, cfg.block_n, 1, cfg.num_warps, "first")
     forward_rows(x, r2, w, 1e-6, y2, res=r2, cfg=same_tile)
     assert torch.equal(y, y2) and torch.equal(r, r2)
     assert_matches_reference(y, x, r0, w)
@@ -318,14 +320,16 @@ def test_persistent_settings_that_miss_columns_are_refused(device):
     x = rand((3, 100), torch.float32, device)
     with pytest.raises(ValueError, match="persistent path holds whole rows, so block_n must be >= the hidden size "
                                          "100, got 64"):
-        forward_rows(x, x, x[0], 1e-6, torch.empty_like(x), cfg=ForwardConfig("persistent", 1, 64, 1, 4, True, 1))
+        forward_rows(x, x, x[0], 1e-6, torch.empty_like(x), cfg=ForwardConfig("persistent", 1, 64, 1, 4, "first", 1))
 
 
 @pytest.mark.parametrize("kwargs, match", [
     (dict(path="split"), r"path must be one of \('rows', 'looped', 'persistent'\)"),
-    (dict(path="persistent", weight_first=True), "persistent path holds whole rows .* got splits=1, programs_per_sm=0"),
-    (dict(path="persistent", splits=2, weight_first=True, programs_per_sm=1), "got splits=2, programs_per_sm=1"),
-    (dict(path="persistent", programs_per_sm=1), r"weight_first=True\), got .* weight_first=False"),
+    (dict(path="persistent", weight_load="first"), "persistent path holds whole rows .* got splits=1, programs_per_sm=0"),
+    (dict(path="persistent", splits=2, weight_load="first", programs_per_sm=1), "got splits=2, programs_per_sm=1"),
+    (dict(path="persistent", programs_per_sm=1), r"weight_load='first'\), got .* weight_load='after_sum'"),
+    (dict(weight_load="mid"), r"weight_load must be one of \('first', 'before_sum', 'after_sum'\), got 'mid'"),
+    (dict(weight_load=True), r"weight_load must be one of .*, got True"),
     (dict(programs_per_sm=2), r"programs_per_sm is for the persistent path \(0 on the rows path\), got 2"),
     (dict(block_n=96), "block_n must be a power of two"),
     (dict(num_warps=0), "num_warps must be a power of two"),
@@ -341,7 +345,6 @@ def test_bad_forward_settings_are_refused(kwargs, match):
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    (dict(weight_first=1), "weight_first must be a bool, got 1"),
     (dict(block_n=64.0), "block_n must be an int, got float 64.0"),
     (dict(splits=True), "splits must be an int, got bool True"),
     (dict(block_m=np.int64(2)), r"block_m must be an int, got int64 np.int64\(2\)"),

@@ -42,6 +42,8 @@ import triton
 # Triton's limits: a tensor of at most 2**20 elements, a program of at most 32 warps.
 MAX_TILE_ELEMS = 2**20
 MAX_WARPS = 32
+# ForwardConfig.weight_load's values, in the order the rows kernel's WEIGHT_AT numbers them.
+WEIGHT_LOADS = ("first", "before_sum", "after_sum")
 
 
 def _check_settings(cfg, paths: tuple[str, ...], powers_of_two: tuple[str, ...], positive: tuple[str, ...]) -> None:
@@ -76,9 +78,11 @@ class ForwardConfig:
     path: "rows", "looped" or "persistent". block_m: rows per program (per
     step on the persistent path). block_n: columns a program holds at once.
     splits: programs per row group (1: whole rows). num_warps: warps per
-    program. weight_first: the rows path loads the weight before the rows,
-    not after the row sums. programs_per_sm: the persistent path's grid, per
-    SM (0 on the other paths, whose grid is one program per row group).
+    program. weight_load: when the rows path loads the weight ("first":
+    with the rows; "before_sum": once the rows are loaded (and x + residual
+    stored), before the row sums; "after_sum": once rstd is known).
+    programs_per_sm: the persistent path's grid, per SM (0 on the other
+    paths, whose grid is one program per row group).
     """
 
     path: str
@@ -86,21 +90,21 @@ class ForwardConfig:
     block_n: int
     splits: int
     num_warps: int
-    weight_first: bool = False
+    weight_load: str = "after_sum"
     programs_per_sm: int = 0
 
     def __post_init__(self) -> None:
         _check_settings(self, ("rows", "looped", "persistent"), ("block_m", "block_n", "num_warps"), ("splits",))
-        if type(self.weight_first) is not bool:
-            raise TypeError(f"ForwardConfig.weight_first must be a bool, got {self.weight_first!r}")
+        if self.weight_load not in WEIGHT_LOADS:
+            raise ValueError(f"ForwardConfig.weight_load must be one of {WEIGHT_LOADS}, got {self.weight_load!r}")
         if type(self.programs_per_sm) is not int:
             raise TypeError(f"ForwardConfig.programs_per_sm must be an int, got "
                             f"{type(self.programs_per_sm).__name__} {self.programs_per_sm!r}")
-        if self.path == "persistent" and (self.splits != 1 or self.programs_per_sm < 1 or not self.weight_first):
+        if self.path == "persistent" and (self.splits != 1 or self.programs_per_sm < 1 or self.weight_load != "first"):
             raise ValueError(f"ForwardConfig: the persistent path holds whole rows (splits=1) on programs_per_sm >= 1 "
-                             f"programs per SM and loads the weight once, first (weight_first=True), got "
+                             f"programs per SM and loads the weight once, first (weight_load='first'), got "
                              f"splits={self.splits}, programs_per_sm={self.programs_per_sm}, "
-                             f"weight_first={self.weight_first}")
+                             f"weight_load={self.weight_load!r}")
         if self.path != "persistent" and self.programs_per_sm:
             raise ValueError(f"ForwardConfig.programs_per_sm is for the persistent path (0 on the {self.path} path), "
                              f"got {self.programs_per_sm}")
@@ -303,7 +307,7 @@ def _forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
         block_n = triton.next_power_of_2(n_cols)
         block_m = 1 if few_rows else max(1, f.narrow_tile_elems // block_n)
         if block_n * elem_bytes == f.persistent_tile_bytes and rows == "band":
-            return ForwardConfig("persistent", block_m, block_n, 1, f.max_warps, True, 1)
+            return ForwardConfig("persistent", block_m, block_n, 1, f.max_warps, "first", 1)
         warps = 1 << (max(1, n_cols * elem_bytes // f.bytes_per_warp).bit_length() - 1)
         if few_rows:
             boosted = f.few_rows_max_tile if stores_residual else f.few_rows_y_only_max_tile
@@ -311,7 +315,8 @@ def _forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
         warps = min(f.max_warps, max(f.min_warps, block_n // (32 * f.max_thread_elems), warps))
         # Where the residual is stored, decode tiles past few_rows_max_tile (32 warps) load it after.
         first_max = f.few_rows_max_tile if few_rows else f.weight_first_max_n
-        return ForwardConfig("rows", block_m, block_n, 1, warps, block_n <= first_max or not stores_residual)
+        return ForwardConfig("rows", block_m, block_n, 1, warps,
+                             "first" if block_n <= first_max or not stores_residual else "after_sum")
     splits = triton.cdiv(n_cols, f.split.block_n)
     if splits > max_splits:
         return f.looped
@@ -322,12 +327,12 @@ def forward_candidates(n_cols: int, elem_bytes: int, max_splits: int, settings: 
                        n_rows: int | None = None, stores_residual: bool = True) -> list[ForwardConfig]:
     """What ``tools/kernel/tune_forward.py`` sweeps: the rule's choice first, then a grid around it.
 
-    Whole rows: the many-rows rule's tile (where the rule is persistent) and
-    with the weight loaded the other way, 1, 2 or 4 rows per program (tiles
-    of at most 16384 elements) by 4-32 warps.
+    Whole rows: the many-rows rule's tile (where the rule is persistent)
+    with each weight load, 1, 2 or 4 rows per program (tiles of at most
+    16384 elements) by 4-32 warps by each weight load.
     Rows 16384 or wider: every split of 1-4 rows by 1024-4096 columns with
     2-8 warps that keeps a program's tile at most 8192 elements and at least
-    128 columns per warp. Whole-row tiles of 4096 or more (rows over 2048
+    128 columns per warp, the weight loaded before or after the sums. Whole-row tiles of 4096 or more (rows over 2048
     wide), not few: the persistent path with the many-rows tile at its
     warps, twice them and 32, 1 or 2 programs per SM
     (docs/tuning.md#forward-persistent-grid).
@@ -338,20 +343,19 @@ def forward_candidates(n_cols: int, elem_bytes: int, max_splits: int, settings: 
     rows = _forward_config(n_cols, elem_bytes, max_splits, settings, "few" if few_rows else "many", stores_residual)
     out = [rule]
     if rows.splits == 1 and rows.path == "rows":
-        out.append(rows)
-        out.append(dataclasses.replace(rows, weight_first=not rows.weight_first))
-        for bm, w in itertools.product([1, 2, 4], [4, 8, 16, 32]):
+        out += [dataclasses.replace(rows, weight_load=load) for load in WEIGHT_LOADS]
+        for bm, w, load in itertools.product([1, 2, 4], [4, 8, 16, 32], WEIGHT_LOADS):
             if bm * rows.block_n <= 16384 and 32 * w <= bm * rows.block_n:
-                out.append(ForwardConfig("rows", bm, rows.block_n, 1, w, rows.weight_first))
+                out.append(ForwardConfig("rows", bm, rows.block_n, 1, w, load))
         if rows.block_n >= 4096 and not few_rows:
             for w, per_sm in itertools.product([rows.num_warps, 2 * rows.num_warps, MAX_WARPS], [1, 2]):
                 if w <= MAX_WARPS:
-                    out.append(ForwardConfig("persistent", rows.block_m, rows.block_n, 1, w, True, per_sm))
+                    out.append(ForwardConfig("persistent", rows.block_m, rows.block_n, 1, w, "first", per_sm))
     if n_cols >= 16384:
-        for bm, bn, w in itertools.product([1, 2, 4], [1024, 2048, 4096], [2, 4, 8]):
+        for bm, bn, w, load in itertools.product([1, 2, 4], [1024, 2048, 4096], [2, 4, 8], WEIGHT_LOADS[1:]):
             splits = triton.cdiv(n_cols, bn)
             if bm * bn <= 8192 and bn >= 128 * w and splits <= max_splits:
-                out.append(ForwardConfig("rows", bm, bn, splits, w))
+                out.append(ForwardConfig("rows", bm, bn, splits, w, load))
     return list(dict.fromkeys(out))
 
 

@@ -19,7 +19,7 @@ def _rows_kernel(
     x_ptr, r_ptr, w_ptr, y_ptr, res_ptr, rstd_ptr, slot_ptr,
     n_rows, n_cols, stride_x, stride_r, stride_y, stride_res, eps: tl.float32, epoch,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SPLITS: tl.constexpr, SPLITS_POW2: tl.constexpr,
-    WEIGHT_FIRST: tl.constexpr, STORE_RES: tl.constexpr, STORE_RSTD: tl.constexpr, VEC: tl.constexpr,
+    WEIGHT_AT: tl.constexpr, STORE_RES: tl.constexpr, STORE_RSTD: tl.constexpr, VEC: tl.constexpr,
 ):
     n_cols, stride_x, stride_r, stride_y, stride_res = _aligned(n_cols, stride_x, stride_r, stride_y, stride_res, VEC)
     # A program holds a [BLOCK_M rows, BLOCK_N columns] tile of t in registers.
@@ -31,10 +31,12 @@ def _rows_kernel(
     cols = part * BLOCK_N + tl.arange(0, BLOCK_N)
     row_ok = rows < n_rows
     mask = row_ok[:, None] & (cols < n_cols)[None, :]
-    # WEIGHT_FIRST: the weight's load overlaps the rows' (one DRAM latency
-    # less, what a decode step waits for), at the price of its registers
-    # while the tile is held.
-    if WEIGHT_FIRST:
+    # WEIGHT_AT (ForwardConfig.weight_load): 0 ("first") overlaps the weight's
+    # load with the rows' (one DRAM latency less, what a decode step waits
+    # for), at the price of its registers while the tile is held; 1
+    # ("before_sum") issues it once the rows are in, so it lands during the
+    # row sum (and a split row's exchange); 2 ("after_sum") waits for rstd.
+    if WEIGHT_AT == 0:
         w = tl.load(w_ptr + cols, mask=cols < n_cols, other=0.0)
     x = tl.load(x_ptr + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0)
     r = tl.load(r_ptr + rows[:, None] * stride_r + cols[None, :], mask=mask, other=0.0)
@@ -42,13 +44,15 @@ def _rows_kernel(
     if STORE_RES:
         tl.store(res_ptr + rows[:, None] * stride_res + cols[None, :],
                  t.to(res_ptr.dtype.element_ty), mask=mask)
+    if WEIGHT_AT == 1:
+        w = tl.load(w_ptr + cols, mask=cols < n_cols, other=0.0)
     sumsq = tl.sum(t * t, axis=1)
     if SPLITS > 1:
         sumsq = _exchange(sumsq, slot_ptr, epoch, group, part, BLOCK_M, SPLITS, SPLITS_POW2)
     rstd = tl.rsqrt(sumsq / n_cols + eps)
     if STORE_RSTD:
         tl.store(rstd_ptr + rows, rstd, mask=row_ok & (part == 0))
-    if not WEIGHT_FIRST:
+    if WEIGHT_AT == 2:
         w = tl.load(w_ptr + cols, mask=cols < n_cols, other=0.0)
     y = t * rstd[:, None] * w.to(tl.float32)[None, :]
     tl.store(y_ptr + rows[:, None] * stride_y + cols[None, :],

@@ -37,9 +37,9 @@ def test_every_column_is_covered(n, max_splits, elem_bytes):
         assert cfg.block_n * cfg.splits >= n
         assert cfg.block_n * (cfg.splits - 1) < n
         # Whole narrow rows load the weight first; elsewhere its registers cost more.
-        assert cfg.weight_first == (cfg.splits == 1 and cfg.block_n <= WEIGHT_FIRST_MAX_N)
+        assert (cfg.weight_load == "first") == (cfg.splits == 1 and cfg.block_n <= WEIGHT_FIRST_MAX_N)
         few = forward_config(n, elem_bytes, max_splits, n_rows=1)
-        assert few.weight_first == (few.splits == 1 and few.block_n <= F.few_rows_max_tile)
+        assert (few.weight_load == "first") == (few.splits == 1 and few.block_n <= F.few_rows_max_tile)
     else:
         assert cfg.path == "looped" and n * elem_bytes > MAX_TILE_BYTES
 
@@ -217,7 +217,7 @@ def test_whole_row_warps_follow_the_row_bytes_and_the_row_count(n, elem_bytes):
     assert forward_config(n, elem_bytes, 132, stores_residual=False).num_warps == many.num_warps
     # Few rows: a program per row, so each SM holds at most one and the rows spread over SMs.
     assert few.block_m == 1 and many.block_m == max(1, F.narrow_tile_elems // many.block_n)
-    assert few.block_n == many.block_n and few_y.weight_first and few.weight_first == (few.block_n <= 4096)
+    assert few.block_n == many.block_n and few_y.weight_load == "first" and (few.weight_load == "first") == (few.block_n <= 4096)
 
 
 @pytest.mark.parametrize("n_rows", [True, -1, 512.0, "512"])
@@ -237,8 +237,8 @@ def test_stores_residual_must_be_a_bool():
 def test_without_a_residual_store_whole_rows_load_the_weight_first(n, n_rows, elem_bytes):
     # docs/tuning.md#forward-weight-first: the forward (y only) gained at every bf16 width swept (3072-16384).
     stored, plain = (forward_config(n, elem_bytes, 132, HOPPER, n_rows, s) for s in (True, False))
-    assert plain.weight_first == (plain.splits == 1 and plain.path == "rows")
-    assert dataclasses.replace(plain, weight_first=stored.weight_first, num_warps=stored.num_warps) == stored
+    assert (plain.weight_load == "first") == (plain.splits == 1 and plain.path == "rows")
+    assert dataclasses.replace(plain, weight_load=stored.weight_load, num_warps=stored.num_warps) == stored
 
 
 # (n, elem_bytes) -> weight first: many rows with the residual stored, decode with it stored, y only
@@ -250,7 +250,7 @@ WEIGHT_FIRST = {(2880, 2): (True, True, True), (4096, 2): (True, True, True), (5
 
 @pytest.mark.parametrize("n, elem_bytes", WEIGHT_FIRST)
 def test_weight_first_follows_the_tile_and_the_residual_store(n, elem_bytes):
-    got = tuple(forward_config(n, elem_bytes, 132, n_rows=rows, stores_residual=r).weight_first
+    got = tuple(forward_config(n, elem_bytes, 132, n_rows=rows, stores_residual=r).weight_load == "first"
                 for rows, r in ((None, True), (1, True), (1, False)))
     assert got == WEIGHT_FIRST[n, elem_bytes]
 
@@ -264,7 +264,7 @@ def test_persistent_candidates_hold_the_rules_whole_rows_at_prefill_only(n):
     else:
         assert {(c.num_warps, c.programs_per_sm) for c in got} == {
             (w, p) for w in (rule.num_warps, 2 * rule.num_warps, 32) for p in (1, 2) if w <= 32}
-        assert all((c.block_m, c.block_n, c.splits, c.weight_first) == (rule.block_m, rule.block_n, 1, True)
+        assert all((c.block_m, c.block_n, c.splits, c.weight_load) == (rule.block_m, rule.block_n, 1, "first")
                    for c in got)
     # A decode step has a program per row already: nothing to walk.
     assert not any(c.path == "persistent" for c in forward_candidates(n, 2, 132, n_rows=132))
@@ -283,7 +283,7 @@ def test_the_persistent_grid_takes_wide_whole_rows_a_few_per_sm(n, elem_bytes):
     assert "".join("s" if c.splits > 1 else c.path[0] for c in got) == PERSISTENT[n, elem_bytes]
     for c in got:
         if c.path == "persistent":
-            assert (c.num_warps, c.programs_per_sm, c.weight_first) == (F.max_warps, 1, True)
+            assert (c.num_warps, c.programs_per_sm, c.weight_load) == (F.max_warps, 1, "first")
             assert c.block_n == forward_config(n, elem_bytes, 132).block_n >= n
     # The rule's choice leads its candidates; the whole-row tiles of many rows follow it.
     cands = forward_candidates(n, elem_bytes, 132, n_rows=512)

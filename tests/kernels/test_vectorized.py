@@ -29,7 +29,7 @@ sig.update({k: t for k, t in {"eps": "fp32", "rstd_ptr": "*fp32", "dw_part_ptr":
                               "count_ptr": "*i64"}.items() if k in names})
 consts = {k: v for k, v in {"BLOCK_N": block_n, "VEC": vec, "BLOCK_M": 1, "STORE_RES": True, "STORE_RSTD": False,
                             "HAS_DRES": False, "SUM_P": 0, "SUM_N": 0, "dw_ptr": None, "SPLITS": 1,
-                            "SPLITS_POW2": 1, "WEIGHT_FIRST": True, "CHUNKS": 2,
+                            "SPLITS_POW2": 1, "WEIGHT_AT": 0, "CHUNKS": 2,
                             "TAIL_N": tail_n}.items() if k in names}
 if "STORE_RSTD" in names:
     consts["rstd_ptr"] = None
