@@ -168,11 +168,13 @@ class ForwardSettings:
     few_rows_warps: int  # ...times this where the grid has a program per SM at most (decode) and...
     few_rows_max_tile: int  # ...tiles of at most this many elements where the residual is stored...
     few_rows_y_only_max_tile: int  # ...or this many where y only; wider decode tiles take max_warps...
+    few_rows_thread_max_tile: int  # ...except, with the residual stored, tiles up to this many: min_warps...
     max_thread_elems: int  # ...and enough that no thread holds more tile elements than this...
     min_warps: int  # ...at least this many...
     max_warps: int  # ...at most this many
     weight_first_max_n: int  # whole rows up to this width load the weight first where the residual is stored
-    # (decode: up to few_rows_max_tile); without that store every whole row does: docs/tuning.md#forward-weight-first
+    # (decode: up to few_rows_max_tile, wider decode tiles before the row sums); without that store every
+    # whole row does: docs/tuning.md#forward-weight-first, docs/tuning.md#forward-decode-weight-before-the-sums
     persistent_tile_bytes: int  # whole-row tiles of this many bytes (one program an SM) with more than...
     persistent_min_rows_per_sm: int  # ...this many rows per SM...
     persistent_max_rows_per_sm: int  # ...and at most this many: the persistent path at max_warps, one
@@ -222,7 +224,7 @@ HOPPER = Settings(
     arch="hopper",
     forward=ForwardSettings(
         max_tile_bytes=65536, narrow_tile_elems=2048, bytes_per_warp=1280, few_rows_warps=2, few_rows_max_tile=4096,
-        few_rows_y_only_max_tile=8192, max_thread_elems=32, min_warps=4, max_warps=32,
+        few_rows_y_only_max_tile=8192, few_rows_thread_max_tile=8192, max_thread_elems=32, min_warps=4, max_warps=32,
         weight_first_max_n=8192, persistent_tile_bytes=32768, persistent_min_rows_per_sm=2,
         persistent_max_rows_per_sm=8,
         split=ForwardConfig("rows", 2, 2048, 1, 4),
@@ -311,12 +313,17 @@ def _forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
         warps = 1 << (max(1, n_cols * elem_bytes // f.bytes_per_warp).bit_length() - 1)
         if few_rows:
             boosted = f.few_rows_max_tile if stores_residual else f.few_rows_y_only_max_tile
-            warps = f.few_rows_warps * warps if block_n <= boosted else f.max_warps
+            if block_n <= boosted:
+                warps *= f.few_rows_warps
+            elif stores_residual and block_n <= f.few_rows_thread_max_tile:
+                warps = f.min_warps  # raised to max_thread_elems' floor below
+            else:
+                warps = f.max_warps
         warps = min(f.max_warps, max(f.min_warps, block_n // (32 * f.max_thread_elems), warps))
-        # Where the residual is stored, decode tiles past few_rows_max_tile (32 warps) load it after.
-        first_max = f.few_rows_max_tile if few_rows else f.weight_first_max_n
-        return ForwardConfig("rows", block_m, block_n, 1, warps,
-                             "first" if block_n <= first_max or not stores_residual else "after_sum")
+        if block_n <= (f.few_rows_max_tile if few_rows else f.weight_first_max_n) or not stores_residual:
+            return ForwardConfig("rows", block_m, block_n, 1, warps, "first")
+        # A wider decode tile loads the weight once its rows are in; many rows wait for rstd.
+        return ForwardConfig("rows", block_m, block_n, 1, warps, "before_sum" if few_rows else "after_sum")
     splits = triton.cdiv(n_cols, f.split.block_n)
     if splits > max_splits:
         return f.looped

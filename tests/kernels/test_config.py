@@ -200,13 +200,14 @@ def test_the_tuners_sweep_the_rule_first_and_only_legal_settings(n):
 
 # (n, elem_bytes) -> warps of whole rows: many rows (prefill, 512 tokens) and few rows (decode), by the
 # rule of docs/tuning.md#forward-warps: one warp per 1280 bytes rounded down to a power of two, doubled
-# for decode tiles of at most 4096 elements where the residual is stored, 8192 where y only (wider decode
-# tiles: 32), never more than 32 tile elements a thread, 4 to 32. Values: many rows, decode with the
-# residual stored, decode writing y only.
-WARPS = {(1024, 2): (4, 4, 4), (2880, 2): (4, 8, 8), (4096, 2): (4, 8, 8), (5120, 2): (8, 32, 16),
-         (7168, 2): (8, 32, 16), (8192, 2): (8, 32, 16), (10240, 2): (16, 32, 32), (16384, 2): (16, 32, 32),
+# for decode tiles of at most 4096 elements where the residual is stored, 8192 where y only; wider decode
+# tiles: 32, except 8192-element tiles with the residual stored, which take only the warps that hold 32
+# tile elements a thread (docs/tuning.md#forward-decode-weight-before-the-sums); never more than 32 tile
+# elements a thread, 4 to 32. Values: many rows, decode with the residual stored, decode writing y only.
+WARPS = {(1024, 2): (4, 4, 4), (2880, 2): (4, 8, 8), (4096, 2): (4, 8, 8), (5120, 2): (8, 8, 16),
+         (7168, 2): (8, 8, 16), (8192, 2): (8, 8, 16), (10240, 2): (16, 32, 32), (16384, 2): (16, 32, 32),
          (18432, 2): (32, 32, 32), (32768, 2): (32, 32, 32), (2048, 4): (4, 8, 8), (4096, 4): (8, 16, 16),
-         (8192, 4): (16, 32, 32), (16384, 4): (32, 32, 32)}
+         (5120, 4): (16, 8, 32), (8192, 4): (16, 8, 32), (16384, 4): (32, 32, 32)}
 
 
 @pytest.mark.parametrize("n, elem_bytes", WARPS)
@@ -253,6 +254,19 @@ def test_weight_first_follows_the_tile_and_the_residual_store(n, elem_bytes):
     got = tuple(forward_config(n, elem_bytes, 132, n_rows=rows, stores_residual=r).weight_load == "first"
                 for rows, r in ((None, True), (1, True), (1, False)))
     assert got == WEIGHT_FIRST[n, elem_bytes]
+
+
+@pytest.mark.parametrize("elem_bytes", [2, 4])
+@pytest.mark.parametrize("n", WIDTHS)
+def test_wider_decode_tiles_load_the_weight_before_the_row_sums(n, elem_bytes):
+    # docs/tuning.md#forward-decode-weight-before-the-sums: with the residual stored, a decode tile
+    # past few_rows_max_tile loads the weight between the rows and their sums; many rows wait for rstd.
+    few, many = (forward_config(n, elem_bytes, 132, n_rows=rows) for rows in (1, None))
+    if few.splits > 1 or few.path != "rows":
+        return
+    past = few.block_n > F.few_rows_max_tile
+    assert few.weight_load == ("before_sum" if past else "first")
+    assert many.weight_load == ("after_sum" if many.block_n > WEIGHT_FIRST_MAX_N else "first")
 
 
 @pytest.mark.parametrize("n", [2880, 4096, 5120, 16384, 20000])
