@@ -95,6 +95,9 @@ class ForwardConfig:
 
     def __post_init__(self) -> None:
         _check_settings(self, ("rows", "looped", "persistent"), ("block_m", "block_n", "num_warps"), ("splits",))
+        if type(self.weight_load) is not str:
+            raise TypeError(f"ForwardConfig.weight_load must be a str, got {type(self.weight_load).__name__} "
+                            f"{self.weight_load!r}")
         if self.weight_load not in WEIGHT_LOADS:
             raise ValueError(f"ForwardConfig.weight_load must be one of {WEIGHT_LOADS}, got {self.weight_load!r}")
         if type(self.programs_per_sm) is not int:
@@ -335,12 +338,12 @@ def forward_candidates(n_cols: int, elem_bytes: int, max_splits: int, settings: 
     """What ``tools/kernel/tune_forward.py`` sweeps: the rule's choice first, then a grid around it.
 
     Whole rows: the many-rows rule's tile (where the rule is persistent)
-    with each weight load, 1, 2 or 4 rows per program (tiles of at most
-    16384 elements) by 4-32 warps by each weight load.
+    with each weight load, then 1, 2 or 4 rows per program (tiles of at
+    most 16384 elements) x 4-32 warps x each weight load.
     Rows 16384 or wider: every split of 1-4 rows by 1024-4096 columns with
     2-8 warps that keeps a program's tile at most 8192 elements and at least
-    128 columns per warp, the weight loaded before or after the sums. Whole-row tiles of 4096 or more (rows over 2048
-    wide), not few: the persistent path with the many-rows tile at its
+    128 columns per warp, the weight loaded before or after the sums.
+    Whole-row tiles of 4096 or more (rows over 2048 wide), not few: the persistent path with the many-rows tile at its
     warps, twice them and 32, 1 or 2 programs per SM
     (docs/tuning.md#forward-persistent-grid).
     """
