@@ -328,6 +328,8 @@ def test_persistent_settings_that_miss_columns_are_refused(device):
     (dict(path="persistent", weight_load="first"), "persistent path holds whole rows .* got splits=1, programs_per_sm=0"),
     (dict(path="persistent", splits=2, weight_load="first", programs_per_sm=1), "got splits=2, programs_per_sm=1"),
     (dict(path="persistent", programs_per_sm=1), r"weight_load='first'\), got .* weight_load='after_sum'"),
+    (dict(path="looped", weight_load="first"), r"looped path loads the weight in its second pass .* got "
+                                               r"weight_load='first'"),
     (dict(weight_load="mid"), r"weight_load must be one of \('first', 'before_sum', 'after_sum'\), got 'mid'"),
     (dict(programs_per_sm=2), r"programs_per_sm is for the persistent path \(0 on the rows path\), got 2"),
     (dict(block_n=96), "block_n must be a power of two"),

@@ -108,6 +108,9 @@ class ForwardConfig:
                              f"programs per SM and loads the weight once, first (weight_load='first'), got "
                              f"splits={self.splits}, programs_per_sm={self.programs_per_sm}, "
                              f"weight_load={self.weight_load!r}")
+        if self.path == "looped" and self.weight_load != "after_sum":
+            raise ValueError(f"ForwardConfig: the looped path loads the weight in its second pass over the row "
+                             f"(weight_load='after_sum'), got weight_load={self.weight_load!r}")
         if self.path != "persistent" and self.programs_per_sm:
             raise ValueError(f"ForwardConfig.programs_per_sm is for the persistent path (0 on the {self.path} path), "
                              f"got {self.programs_per_sm}")
