@@ -325,7 +325,8 @@ def test_persistent_settings_that_miss_columns_are_refused(device):
 
 @pytest.mark.parametrize("kwargs, match", [
     (dict(path="split"), r"path must be one of \('rows', 'looped', 'persistent'\)"),
-    (dict(path="persistent", weight_load="first"), "persistent path holds whole rows .* got splits=1, programs_per_sm=0"),
+    (dict(path="persistent", weight_load="first"),
+     "persistent path holds whole rows .* got splits=1, programs_per_sm=0"),
     (dict(path="persistent", splits=2, weight_load="first", programs_per_sm=1), "got splits=2, programs_per_sm=1"),
     (dict(path="persistent", programs_per_sm=1), r"weight_load='first'\), got .* weight_load='after_sum'"),
     (dict(path="looped", weight_load="first"), r"looped path loads the weight in its second pass .* got "
