@@ -142,7 +142,7 @@ def _measure_case(case: str, repeats: int) -> list[dict]:
     from benchmarks._measure import DEVICE, INTERPRET, TIMERS, interleaved_rounds, method, warm_up
     from fusedkernel import add_rmsnorm
     from fusedkernel.kernels import forward, launch
-    from fusedkernel.kernels.config import WEIGHT_LOADS, forward_config
+    from fusedkernel.kernels.config import forward_config
 
     kernel, pinned = _kernel()
     clone = triton.jit(do_not_specialize=["n_rows", "epoch"])(forward._rows_kernel.fn)
@@ -176,7 +176,7 @@ def _measure_case(case: str, repeats: int) -> list[dict]:
         x, r, _, y, w = tensors()
         fns["clone"].append(lambda x=x, r=r, w=w, y=y: clone[(-(-tokens // cfg.block_m),)](
             x, r, w, y, r, None, None, tokens, hidden, hidden, hidden, hidden, hidden, 1e-6, 0, cfg.block_m,
-            cfg.block_n, 1, 1, WEIGHT_LOADS.index(cfg.weight_load), True, False, vec, num_warps=warps))
+            cfg.block_n, 1, 1, cfg.weight_at, True, False, vec, num_warps=warps))
         x, r, _, y, w = tensors()
         fns["pinned"].append(lambda x=x, r=r, w=w, y=y: pinned[(tokens,)](x, r, w, y, hidden, 1e-6, BLOCK=block,
                                                                           num_warps=warps))

@@ -93,6 +93,12 @@ class ForwardConfig:
     weight_load: str = "after_sum"
     programs_per_sm: int = 0
 
+    @functools.cached_property
+    def weight_at(self) -> int:
+        """``weight_load`` as the rows kernel's WEIGHT_AT constexpr (its index in WEIGHT_LOADS)."""
+        # Cached: launches read it on every call (host time).
+        return WEIGHT_LOADS.index(self.weight_load)
+
     def __post_init__(self) -> None:
         _check_settings(self, ("rows", "looped", "persistent"), ("block_m", "block_n", "num_warps"), ("splits",))
         if type(self.weight_load) is not str:

@@ -10,8 +10,7 @@ import torch
 import triton
 
 from .._validation import row_stride
-from .config import (WEIGHT_LOADS, BackwardConfig, ForwardConfig, Settings, backward_config, dw_sum_config,
-                     forward_config, settings_for)
+from .config import BackwardConfig, ForwardConfig, Settings, backward_config, dw_sum_config, forward_config, settings_for
 from .backward import _bwd_columns_kernel, _bwd_dot_kernel, _bwd_rows_kernel, _bwd_split_kernel, _dw_sum_kernel
 from .forward import _looped_kernel, _persistent_kernel, _rows_kernel
 
@@ -271,8 +270,7 @@ def forward_rows(x: torch.Tensor, r: torch.Tensor, weight: torch.Tensor, eps: fl
         slots, epoch = _slot_buffer(x.device, groups * cfg.splits * cfg.block_m)
     _launch(_rows_kernel, groups * cfg.splits, key, (x, r, weight, y, res, rstd, slots),
                        (*common, epoch, cfg.block_m, cfg.block_n, cfg.splits, 1 << (cfg.splits - 1).bit_length(),
-                        WEIGHT_LOADS.index(cfg.weight_load), res is not None, rstd is not None, vec), cfg.num_warps,
-            device)
+                        cfg.weight_at, res is not None, rstd is not None, vec), cfg.num_warps, device)
 
 
 def backward_rows(dy2: torch.Tensor, dres2: torch.Tensor | None, x2: torch.Tensor, r2: torch.Tensor,

@@ -51,7 +51,7 @@ def breakdown(x, r, w, y):
     grid = -(-x.numel() // n // cfg.block_m) * cfg.splits
     # res, rstd, exchange slots; n_rows, n_cols, 4 row strides; eps, epoch; the constexprs.
     tail = (None, None, None, x.numel() // n, n, n, n, n, 0, 1e-6, 0,
-            cfg.block_m, cfg.block_n, cfg.splits, 1, config.WEIGHT_LOADS.index(cfg.weight_load), False, False,
+            cfg.block_m, cfg.block_n, cfg.splits, 1, cfg.weight_at, False, False,
             launch._vector_width(x.element_size(), n))
     args = (x, r, w, y, *tail)
     stream = torch.cuda.current_stream().cuda_stream
