@@ -218,6 +218,25 @@ def test_split_path_settings_match_reference(block_m, block_n, warps, weight_loa
 
 
 @pytest.mark.cuda
+@pytest.mark.parametrize("dtype, n", [(torch.bfloat16, 20480), (torch.float32, 12288)])
+def test_decode_rows_split_or_not_by_the_row_count_at_one_width(dtype, n):
+    # docs/tuning.md#forward-decode-split-rows: 1 and 16 rows split over programs, 64 rows are whole.
+    # The launch caches a compiled kernel per choice: alternating row counts must not share one.
+    from fusedkernel.kernels.config import forward_config
+    from fusedkernel.kernels.launch import _sm_count
+
+    sms = _sm_count(torch.cuda.current_device())
+    seen = set()
+    for rows in (1, 64, 16, 64, 1):
+        x, r, w = (rand(shape, dtype, "cuda", seed=rows + k) for k, shape in enumerate([(rows, n), (rows, n), (n,)]))
+        seen.add(forward_config(n, dtype.itemsize, sms, n_rows=rows).splits > 1)
+        y, res = add_rmsnorm(x, r, w, return_residual=True)
+        assert_matches_reference(y, x, r, w)
+        torch.testing.assert_close(res, (x.float() + r.float()).to(dtype), rtol=0, atol=0)
+    assert seen == {True, False}
+
+
+@pytest.mark.cuda
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_rows_too_wide_to_split_over_the_sms_loop_on_gpu(dtype):
     # One program per SM per row at most: a row group that could not be

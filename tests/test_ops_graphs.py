@@ -47,9 +47,10 @@ def test_compile_inplace_residual(device):
 
 
 @pytest.mark.cuda
-# Decode (dweight summed in the backward's launch); split rows and prefill
-# rows (the sum launched as a programmatic dependent on Hopper).
-@pytest.mark.parametrize("rows, n", [(64, 4096), (64, 65536), (1024, 2880)])
+# Decode (dweight summed in the backward's launch), a decode row split over
+# programs (fp32 12288: 48 KiB); split rows and prefill rows (the sum launched
+# as a programmatic dependent on Hopper).
+@pytest.mark.parametrize("rows, n", [(64, 4096), (1, 12288), (64, 65536), (1024, 2880)])
 def test_cuda_graph_capture_and_replay_forward_and_backward(rows, n):
     x = torch.randn(rows, n, device="cuda", requires_grad=True)
     r = torch.randn(rows, n, device="cuda")

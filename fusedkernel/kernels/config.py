@@ -12,10 +12,12 @@ Forward paths:
 
 * ``rows`` -- a program holds a [block_m, block_n] tile of rows in registers.
   While a row holds at most ``max_tile_bytes`` the tile spans whole rows
-  (splits = 1); wider rows are split over ``splits`` adjacent programs that
-  exchange partial sums of squares and wait for each other (GPU only: the
-  interpreter runs programs one after another, so a waiting program would
-  wait forever). Either way x and residual are read once and y written once.
+  (splits = 1); wider rows, and decode rows over ``few_rows_split_min_bytes``
+  whose split grid has a program per SM at most, are split over ``splits``
+  adjacent programs that exchange partial sums of squares and wait for each
+  other (GPU only: the interpreter runs programs one after another, so a
+  waiting program would wait forever). Either way x and residual are read
+  once and y written once.
 * ``looped`` -- one program per row loops over the row twice. Correct for
   every N; for wide rows in the interpreter, and on a GPU for rows that would
   split over more programs than there are SMs.
@@ -187,6 +189,10 @@ class ForwardSettings:
     weight_first_max_n: int  # whole rows up to this width load the weight first where the residual is stored
     # (decode: up to few_rows_max_tile, wider decode tiles before the row sums); without that store every
     # whole row does: docs/tuning.md#forward-weight-first, docs/tuning.md#forward-decode-weight-before-the-sums
+    after_sum_max_tile_bytes: int  # wider many-row tiles load it after the row sums up to this many bytes;
+    # wider ones (one program an SM) before them: docs/tuning.md#forward-whole-row-tiles
+    few_rows_split_min_bytes: int  # decode rows wider than this many bytes split over `split`'s tiles, the
+    # weight before the sums, where that grid has a program per SM at most: docs/tuning.md#forward-decode-split-rows
     persistent_tile_bytes: int  # whole-row tiles of this many bytes (one program an SM) with more than...
     persistent_min_rows_per_sm: int  # ...this many rows per SM...
     persistent_max_rows_per_sm: int  # ...and at most this many: the persistent path at max_warps, one
@@ -237,7 +243,8 @@ HOPPER = Settings(
     forward=ForwardSettings(
         max_tile_bytes=65536, narrow_tile_elems=2048, bytes_per_warp=1280, few_rows_warps=2, few_rows_max_tile=4096,
         few_rows_y_only_max_tile=8192, few_rows_thread_max_tile=8192, max_thread_elems=32, min_warps=4, max_warps=32,
-        weight_first_max_n=8192, persistent_tile_bytes=32768, persistent_min_rows_per_sm=2,
+        weight_first_max_n=8192, after_sum_max_tile_bytes=32768, few_rows_split_min_bytes=32768,
+        persistent_tile_bytes=32768, persistent_min_rows_per_sm=2,
         persistent_max_rows_per_sm=8,
         split=ForwardConfig("rows", 2, 2048, 1, 4),
         looped=ForwardConfig("looped", 1, 4096, 1, 8)),
@@ -287,12 +294,13 @@ def forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Sett
     """
     # The choice depends on the row count only through its class: cached on
     # that, every prefill length after the first hits the cache.
-    return _forward_config(n_cols, elem_bytes, max_splits, settings, _row_class(n_rows, max_splits, settings),
-                           stores_residual)
+    return _forward_config(n_cols, elem_bytes, max_splits, settings,
+                           _row_class(n_rows, n_cols, elem_bytes, max_splits, settings), stores_residual)
 
 
-def _row_class(n_rows: int | None, max_splits: int, settings: Settings) -> str:
-    # "few" (at most max_splits rows), "band" (the persistent grid's row counts) or "many".
+def _row_class(n_rows: int | None, n_cols: int, elem_bytes: int, max_splits: int, settings: Settings) -> str:
+    # "few" (at most max_splits rows), "few_split" (few rows wider than few_rows_split_min_bytes that
+    # f.split's grid holds at a program per SM at most), "band" (the persistent grid's row counts) or "many".
     if n_rows is None:
         return "many"
     if type(n_rows) is not int or n_rows < 0:
@@ -301,6 +309,9 @@ def _row_class(n_rows: int | None, max_splits: int, settings: Settings) -> str:
         return "many"
     f = settings.forward
     if n_rows <= max_splits:
+        if (type(n_cols) is int and type(elem_bytes) is int and n_cols * elem_bytes > f.few_rows_split_min_bytes
+                and 0 < -(-n_rows // f.split.block_m) * -(-n_cols // f.split.block_n) <= max_splits):
+            return "few_split"
         return "few"
     if f.persistent_min_rows_per_sm * max_splits < n_rows <= f.persistent_max_rows_per_sm * max_splits:
         return "band"
@@ -316,8 +327,11 @@ def _forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
     if type(stores_residual) is not bool:
         raise ValueError(f"stores_residual must be a bool, got {stores_residual!r}")
     f = settings.forward
-    few_rows = rows == "few"
+    few_rows = rows in ("few", "few_split")
     if n_cols * elem_bytes <= f.max_tile_bytes:
+        if rows == "few_split":
+            # One program a row would leave the row's bytes to one SM.
+            return dataclasses.replace(f.split, splits=triton.cdiv(n_cols, f.split.block_n), weight_load="before_sum")
         block_n = triton.next_power_of_2(n_cols)
         block_m = 1 if few_rows else max(1, f.narrow_tile_elems // block_n)
         if block_n * elem_bytes == f.persistent_tile_bytes and rows == "band":
@@ -334,8 +348,10 @@ def _forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
         warps = min(f.max_warps, max(f.min_warps, block_n // (32 * f.max_thread_elems), warps))
         if block_n <= (f.few_rows_max_tile if few_rows else f.weight_first_max_n) or not stores_residual:
             return ForwardConfig("rows", block_m, block_n, 1, warps, "first")
-        # A wider decode tile loads the weight once its rows are in; many rows wait for rstd.
-        return ForwardConfig("rows", block_m, block_n, 1, warps, "before_sum" if few_rows else "after_sum")
+        # Wider decode tiles, and tiles that hold an SM alone, load the weight once their rows are in;
+        # other many-row tiles wait for rstd.
+        late = few_rows or block_n * elem_bytes > f.after_sum_max_tile_bytes
+        return ForwardConfig("rows", block_m, block_n, 1, warps, "before_sum" if late else "after_sum")
     splits = triton.cdiv(n_cols, f.split.block_n)
     if splits > max_splits:
         return f.looped
@@ -357,7 +373,7 @@ def forward_candidates(n_cols: int, elem_bytes: int, max_splits: int, settings: 
     (docs/tuning.md#forward-persistent-grid).
     """
     rule = forward_config(n_cols, elem_bytes, max_splits, settings, n_rows, stores_residual)
-    few_rows = _row_class(n_rows, max_splits, settings) == "few"
+    few_rows = _row_class(n_rows, n_cols, elem_bytes, max_splits, settings) in ("few", "few_split")
     # The whole-row tiles around the rule, which may be the persistent path's.
     rows = _forward_config(n_cols, elem_bytes, max_splits, settings, "few" if few_rows else "many", stores_residual)
     out = [rule]

@@ -213,7 +213,7 @@ WARPS = {(1024, 2): (4, 4, 4), (2880, 2): (4, 8, 8), (4096, 2): (4, 8, 8), (5120
 @pytest.mark.parametrize("n, elem_bytes", WARPS)
 def test_whole_row_warps_follow_the_row_bytes_and_the_row_count(n, elem_bytes):
     many, few, few_y = (forward_config(n, elem_bytes, 132, n_rows=rows, stores_residual=s)
-                        for rows, s in ((None, True), (132, True), (1, False)))
+                        for rows, s in ((None, True), (132, True), (132, False)))
     assert (many.num_warps, few.num_warps, few_y.num_warps) == WARPS[n, elem_bytes]
     assert forward_config(n, elem_bytes, 132, stores_residual=False).num_warps == many.num_warps
     # Few rows: a program per row, so each SM holds at most one and the rows spread over SMs.
@@ -266,7 +266,30 @@ def test_wider_decode_tiles_load_the_weight_before_the_row_sums(n, elem_bytes):
         return
     past = few.block_n > F.few_rows_max_tile
     assert few.weight_load == ("before_sum" if past else "first")
-    assert many.weight_load == ("after_sum" if many.block_n > WEIGHT_FIRST_MAX_N else "first")
+    if many.splits == 1 and many.path == "rows":
+        # docs/tuning.md#forward-whole-row-tiles: a 64 KiB tile holds its SM alone and loads it before the sums.
+        late = "before_sum" if many.block_n * elem_bytes > F.after_sum_max_tile_bytes else "after_sum"
+        assert many.weight_load == (late if many.block_n > WEIGHT_FIRST_MAX_N else "first")
+
+
+@pytest.mark.parametrize("elem_bytes", [2, 4])
+@pytest.mark.parametrize("n", WIDTHS + [16392, 18432, 20480, 24576, 28672, 12288])
+def test_decode_rows_over_32_kib_split_while_the_split_grid_has_a_program_per_sm(n, elem_bytes):
+    # docs/tuning.md#forward-decode-split-rows: a whole row on one SM read 22-34% behind the split at 1
+    # and 8 tokens, 20480-32768 wide; at 64 tokens (more programs than SMs) the whole row leads.
+    split = F.split
+    for rows in (1, 2, 8, 16, 17, 32, 64, 132):
+        for stores in (True, False):
+            cfg = forward_config(n, elem_bytes, 132, n_rows=rows, stores_residual=stores)
+            whole_row = n * elem_bytes <= MAX_TILE_BYTES
+            one_wave = triton.cdiv(rows, split.block_m) * triton.cdiv(n, split.block_n) <= 132
+            if whole_row and n * elem_bytes > F.few_rows_split_min_bytes and one_wave:
+                assert cfg == dataclasses.replace(split, splits=triton.cdiv(n, split.block_n),
+                                                  weight_load="before_sum"), (rows, stores)
+            elif whole_row:
+                assert cfg.splits == 1, (rows, stores)
+            # The interpreter (one program at a time) never splits a row.
+            assert forward_config(n, elem_bytes, 1, n_rows=rows, stores_residual=stores).splits == 1
 
 
 @pytest.mark.parametrize("n", [2880, 4096, 5120, 16384, 20000])
