@@ -191,8 +191,10 @@ class ForwardSettings:
     # whole row does: docs/tuning.md#forward-weight-first, docs/tuning.md#forward-decode-weight-before-the-sums
     after_sum_max_tile_bytes: int  # wider many-row tiles load it after the row sums up to this many bytes;
     # wider ones (one program an SM) before them: docs/tuning.md#forward-whole-row-tiles
-    few_rows_split_min_bytes: int  # decode rows wider than this many bytes split over `split`'s tiles, the
-    # weight before the sums, where that grid has a program per SM at most: docs/tuning.md#forward-decode-split-rows
+    few_rows_split_min_bytes: int  # decode rows wider than this many bytes split over programs of split's
+    few_rows_split_tile_bytes: int  # ...columns and as many rows as hold this many bytes, the weight before
+    few_rows_split_programs_per_sm: int  # ...the sums, while that grid has at most this many programs an SM
+    # (more rows hold whole rows): docs/tuning.md#forward-decode-split-rows
     persistent_tile_bytes: int  # whole-row tiles of this many bytes (one program an SM) with more than...
     persistent_min_rows_per_sm: int  # ...this many rows per SM...
     persistent_max_rows_per_sm: int  # ...and at most this many: the persistent path at max_warps, one
@@ -244,6 +246,7 @@ HOPPER = Settings(
         max_tile_bytes=65536, narrow_tile_elems=2048, bytes_per_warp=1280, few_rows_warps=2, few_rows_max_tile=4096,
         few_rows_y_only_max_tile=8192, few_rows_thread_max_tile=8192, max_thread_elems=32, min_warps=4, max_warps=32,
         weight_first_max_n=8192, after_sum_max_tile_bytes=32768, few_rows_split_min_bytes=32768,
+        few_rows_split_tile_bytes=8192, few_rows_split_programs_per_sm=2,
         persistent_tile_bytes=32768, persistent_min_rows_per_sm=2,
         persistent_max_rows_per_sm=8,
         split=ForwardConfig("rows", 2, 2048, 1, 4),
@@ -299,8 +302,8 @@ def forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Sett
 
 
 def _row_class(n_rows: int | None, n_cols: int, elem_bytes: int, max_splits: int, settings: Settings) -> str:
-    # "few" (at most max_splits rows), "few_split" (few rows wider than few_rows_split_min_bytes that
-    # f.split's grid holds at a program per SM at most), "band" (the persistent grid's row counts) or "many".
+    # "few" (at most max_splits rows), "few_split" (few rows that _decode_split's grid holds at
+    # few_rows_split_programs_per_sm programs an SM at most), "band" (the persistent grid's row counts) or "many".
     if n_rows is None:
         return "many"
     if type(n_rows) is not int or n_rows < 0:
@@ -309,9 +312,11 @@ def _row_class(n_rows: int | None, n_cols: int, elem_bytes: int, max_splits: int
         return "many"
     f = settings.forward
     if n_rows <= max_splits:
-        if (type(n_cols) is int and type(elem_bytes) is int and n_cols * elem_bytes > f.few_rows_split_min_bytes
-                and 0 < -(-n_rows // f.split.block_m) * -(-n_cols // f.split.block_n) <= max_splits):
-            return "few_split"
+        if (type(n_cols) is int and type(elem_bytes) is int and elem_bytes in (2, 4)
+                and n_cols * elem_bytes > f.few_rows_split_min_bytes):
+            block_m, splits = _decode_split(n_cols, elem_bytes, f)
+            if splits <= max_splits and 0 < -(-n_rows // block_m) * splits <= f.few_rows_split_programs_per_sm * max_splits:
+                return "few_split"
         return "few"
     if f.persistent_min_rows_per_sm * max_splits < n_rows <= f.persistent_max_rows_per_sm * max_splits:
         return "band"
@@ -330,8 +335,8 @@ def _forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
     few_rows = rows in ("few", "few_split")
     if n_cols * elem_bytes <= f.max_tile_bytes:
         if rows == "few_split":
-            # One program a row would leave the row's bytes to one SM.
-            return dataclasses.replace(f.split, splits=triton.cdiv(n_cols, f.split.block_n), weight_load="before_sum")
+            block_m, splits = _decode_split(n_cols, elem_bytes, f)
+            return dataclasses.replace(f.split, block_m=block_m, splits=splits, weight_load="before_sum")
         block_n = triton.next_power_of_2(n_cols)
         block_m = 1 if few_rows else max(1, f.narrow_tile_elems // block_n)
         if block_n * elem_bytes == f.persistent_tile_bytes and rows == "band":
@@ -356,6 +361,12 @@ def _forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
     if splits > max_splits:
         return f.looped
     return dataclasses.replace(f.split, splits=splits)
+
+
+def _decode_split(n_cols: int, elem_bytes: int, f: ForwardSettings) -> tuple[int, int]:
+    # (block_m, splits) of a decode row over programs (one program a row would leave its bytes to one SM).
+    # Plain ints: the launch asks on every decode call (host time).
+    return max(1, f.few_rows_split_tile_bytes // (f.split.block_n * elem_bytes)), -(-n_cols // f.split.block_n)
 
 
 def forward_candidates(n_cols: int, elem_bytes: int, max_splits: int, settings: Settings = HOPPER,

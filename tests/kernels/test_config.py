@@ -274,18 +274,19 @@ def test_wider_decode_tiles_load_the_weight_before_the_row_sums(n, elem_bytes):
 
 @pytest.mark.parametrize("elem_bytes", [2, 4])
 @pytest.mark.parametrize("n", WIDTHS + [16392, 18432, 20480, 24576, 28672, 12288])
-def test_decode_rows_over_32_kib_split_while_the_split_grid_has_a_program_per_sm(n, elem_bytes):
-    # docs/tuning.md#forward-decode-split-rows: a whole row on one SM read 22-34% behind the split at 1
-    # and 8 tokens, 20480-32768 wide; at 64 tokens (more programs than SMs) the whole row leads.
-    split = F.split
-    for rows in (1, 2, 8, 16, 17, 32, 64, 132):
+def test_decode_rows_over_32_kib_split_while_the_split_grid_has_two_programs_per_sm(n, elem_bytes):
+    # docs/tuning.md#forward-decode-split-rows: a whole row on one SM read up to 34% behind the split
+    # at 1-32 tokens, 18432-32768 wide; from 48-64 tokens (past 2 programs an SM) the whole row leads.
+    # A split program holds 8 KiB of x: 2 rows of 2048 in bf16, 1 in fp32.
+    block_m = {2: 2, 4: 1}[elem_bytes]
+    splits = triton.cdiv(n, F.split.block_n)
+    for rows in (1, 2, 8, 16, 17, 32, 48, 64, 132):
         for stores in (True, False):
             cfg = forward_config(n, elem_bytes, 132, n_rows=rows, stores_residual=stores)
             whole_row = n * elem_bytes <= MAX_TILE_BYTES
-            one_wave = triton.cdiv(rows, split.block_m) * triton.cdiv(n, split.block_n) <= 132
-            if whole_row and n * elem_bytes > F.few_rows_split_min_bytes and one_wave:
-                assert cfg == dataclasses.replace(split, splits=triton.cdiv(n, split.block_n),
-                                                  weight_load="before_sum"), (rows, stores)
+            if whole_row and n * elem_bytes > 32768 and triton.cdiv(rows, block_m) * splits <= 264:
+                assert cfg == ForwardConfig("rows", block_m, F.split.block_n, splits, F.split.num_warps,
+                                            "before_sum"), (rows, stores)
             elif whole_row:
                 assert cfg.splits == 1, (rows, stores)
             # The interpreter (one program at a time) never splits a row.
