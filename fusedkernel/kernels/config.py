@@ -376,7 +376,7 @@ def forward_candidates(n_cols: int, elem_bytes: int, max_splits: int, settings: 
     Whole rows: the many-rows rule's tile (where the rule is persistent)
     with each weight load, then 1, 2 or 4 rows per program (tiles of at
     most 16384 elements) x 4-32 warps x each weight load.
-    Rows 16384 or wider: every split of 1-4 rows by 1024-4096 columns with
+    Rows 16384 or wider, or over 32 KiB: every split of 1-4 rows by 1024-4096 columns with
     2-8 warps that keeps a program's tile at most 8192 elements and at least
     128 columns per warp, the weight loaded before or after the sums.
     Whole-row tiles of 4096 or more (rows over 2048 wide), not few: the persistent path with the many-rows tile at its
@@ -397,7 +397,7 @@ def forward_candidates(n_cols: int, elem_bytes: int, max_splits: int, settings: 
             for w, per_sm in itertools.product([rows.num_warps, 2 * rows.num_warps, MAX_WARPS], [1, 2]):
                 if w <= MAX_WARPS:
                     out.append(ForwardConfig("persistent", rows.block_m, rows.block_n, 1, w, "first", per_sm))
-    if n_cols >= 16384:
+    if n_cols >= 16384 or n_cols * elem_bytes > settings.forward.few_rows_split_min_bytes:
         for bm, bn, w, load in itertools.product([1, 2, 4], [1024, 2048, 4096], [2, 4, 8], WEIGHT_LOADS[1:]):
             splits = triton.cdiv(n_cols, bn)
             if bm * bn <= 8192 and bn >= 128 * w and splits <= max_splits:
