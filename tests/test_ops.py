@@ -226,6 +226,8 @@ def test_decode_rows_split_or_not_by_the_row_count_at_one_width(dtype, n):
     from fusedkernel.kernels.launch import _sm_count
 
     sms = _sm_count(torch.cuda.current_device())
+    if sms < 16:
+        pytest.skip("a row of 10 programs splits only where there are SMs for them")
     seen = set()
     for rows in (1, 64, 16, 64, 1):
         x, r, w = (rand(shape, dtype, "cuda", seed=rows + k) for k, shape in enumerate([(rows, n), (rows, n), (n,)]))

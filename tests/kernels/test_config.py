@@ -262,13 +262,11 @@ def test_wider_decode_tiles_load_the_weight_before_the_row_sums(n, elem_bytes):
     # docs/tuning.md#forward-decode-weight-before-the-sums: with the residual stored, a decode tile
     # past few_rows_max_tile loads the weight between the rows and their sums; many rows wait for rstd.
     few, many = (forward_config(n, elem_bytes, 132, n_rows=rows) for rows in (1, None))
-    if few.splits > 1 or few.path != "rows":
-        return
-    past = few.block_n > F.few_rows_max_tile
-    assert few.weight_load == ("before_sum" if past else "first")
+    if few.splits == 1 and few.path == "rows":
+        assert few.weight_load == ("before_sum" if few.block_n > F.few_rows_max_tile else "first")
     if many.splits == 1 and many.path == "rows":
         # docs/tuning.md#forward-whole-row-tiles: a 64 KiB tile holds its SM alone and loads it before the sums.
-        late = "before_sum" if many.block_n * elem_bytes > F.after_sum_max_tile_bytes else "after_sum"
+        late = "before_sum" if many.block_n * elem_bytes == 65536 else "after_sum"
         assert many.weight_load == (late if many.block_n > WEIGHT_FIRST_MAX_N else "first")
 
 
@@ -280,7 +278,7 @@ def test_decode_rows_over_32_kib_split_while_the_split_grid_has_two_programs_per
     # A split program holds 8 KiB of x: 2 rows of 2048 in bf16, 1 in fp32.
     block_m = {2: 2, 4: 1}[elem_bytes]
     splits = triton.cdiv(n, F.split.block_n)
-    for rows in (1, 2, 8, 16, 17, 32, 48, 64, 132):
+    for rows in (1, 2, 8, 16, 17, 32, 33, 34, 48, 64, 132):  # fp32 16384: 33 rows fill 264 programs
         for stores in (True, False):
             cfg = forward_config(n, elem_bytes, 132, n_rows=rows, stores_residual=stores)
             whole_row = n * elem_bytes <= MAX_TILE_BYTES
