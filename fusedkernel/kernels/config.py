@@ -13,8 +13,8 @@ Forward paths:
 * ``rows`` -- a program holds a [block_m, block_n] tile of rows in registers.
   While a row holds at most ``max_tile_bytes`` the tile spans whole rows
   (splits = 1); wider rows, and decode rows over ``few_rows_split_min_bytes``
-  whose split grid has a program per SM at most, are split over ``splits``
-  adjacent programs that exchange partial sums of squares and wait for each
+  whose split grid has at most ``few_rows_split_programs_per_sm`` programs an
+  SM, are split over ``splits`` adjacent programs that exchange partial sums of squares and wait for each
   other (GPU only: the interpreter runs programs one after another, so a
   waiting program would wait forever). Either way x and residual are read
   once and y written once.
@@ -315,7 +315,8 @@ def _row_class(n_rows: int | None, n_cols: int, elem_bytes: int, max_splits: int
         if (type(n_cols) is int and type(elem_bytes) is int and elem_bytes in (2, 4)
                 and n_cols * elem_bytes > f.few_rows_split_min_bytes):
             block_m, splits = _decode_split(n_cols, elem_bytes, f)
-            if splits <= max_splits and 0 < -(-n_rows // block_m) * splits <= f.few_rows_split_programs_per_sm * max_splits:
+            programs = -(-n_rows // block_m) * splits
+            if splits <= max_splits and 0 < programs <= f.few_rows_split_programs_per_sm * max_splits:
                 return "few_split"
         return "few"
     if f.persistent_min_rows_per_sm * max_splits < n_rows <= f.persistent_max_rows_per_sm * max_splits:
