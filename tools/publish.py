@@ -101,7 +101,8 @@ def machine_section(machine: str, results_dir: pathlib.Path, prov_dir: pathlib.P
                         + ")" for c in from_commits)
     out = [f'<h2 id="{html.escape(machine)}">{html.escape(machine)}</h2>',
            f"<p>{note}Each case's newest result, from {sources}; latest benchmarked commit "
-           f"<code>{html.escape(commit[:10])}</code>, {len(runs)} commits with results. Fraction of floor = "
+           f"<code>{html.escape(commit[:10])}</code>, {len(runs)} commits with results of the suite's current "
+           "version (older versions' results stay in the history's files, not on this page). Fraction of floor = "
            "floor time / op time, measured interleaved in one process; × peer = "
            "peer time / fused time (&gt; 1: fused is faster); changes are of op time / floor time "
            "(+ is slower).</p>"]

@@ -30,6 +30,8 @@ def test_publish_runs_where_only_asv_is_installed():
     assert out.stdout.rstrip().splitlines()[-2].startswith("site: ")
     now = (ROOT / ".asv" / "html" / "now.html").read_text()
     assert "nvidia-h200" in now and "bf16 8192x5120" in now  # the committed grid run
+    # The count is of the current suite version's commits: results/ holds older versions' files too.
+    assert "commits with results of the suite's current version" in now
     h200 = now.split('id="nvidia-h200"')[1].split("<h2")[0]
     tables = {t.split("</h3>")[0]: t for t in h200.split("<h3>")[1:]}
     assert set(tables) == {"forward", "forward+residual", "inference", "forward+backward"}
