@@ -14,10 +14,10 @@ Forward paths:
   While a row holds at most ``max_tile_bytes`` the tile spans whole rows
   (splits = 1); wider rows, and decode rows over ``few_rows_split_min_bytes``
   whose split grid has at most ``few_rows_split_programs_per_sm`` programs an
-  SM, are split over ``splits`` adjacent programs that exchange partial sums of squares and wait for each
-  other (GPU only: the interpreter runs programs one after another, so a
-  waiting program would wait forever). Either way x and residual are read
-  once and y written once.
+  SM, are split over ``splits`` adjacent programs that exchange partial sums
+  of squares and wait for each other (GPU only: the interpreter runs programs
+  one after another, so a waiting program would wait forever). Either way x
+  and residual are read once and y written once.
 * ``looped`` -- one program per row loops over the row twice. Correct for
   every N; for wide rows in the interpreter, and on a GPU for rows that would
   split over more programs than there are SMs.
@@ -377,10 +377,11 @@ def forward_candidates(n_cols: int, elem_bytes: int, max_splits: int, settings: 
     Whole rows: the many-rows rule's tile (where the rule is persistent)
     with each weight load, then 1, 2 or 4 rows per program (tiles of at
     most 16384 elements) x 4-32 warps x each weight load.
-    Rows 16384 or wider, or over 32 KiB: every split of 1-4 rows by 1024-4096 columns with
-    2-8 warps that keeps a program's tile at most 8192 elements and at least
-    128 columns per warp, the weight loaded before or after the sums.
-    Whole-row tiles of 4096 or more (rows over 2048 wide), not few: the persistent path with the many-rows tile at its
+    Rows 16384 or wider, or over 32 KiB: every split of 1-4 rows by
+    1024-4096 columns with 2-8 warps that keeps a program's tile at most
+    8192 elements and at least 128 columns per warp, the weight loaded
+    before or after the sums. Whole-row tiles of 4096 or more (rows over
+    2048 wide), not few: the persistent path with the many-rows tile at its
     warps, twice them and 32, 1 or 2 programs per SM
     (docs/tuning.md#forward-persistent-grid).
     """

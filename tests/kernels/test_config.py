@@ -218,7 +218,8 @@ def test_whole_row_warps_follow_the_row_bytes_and_the_row_count(n, elem_bytes):
     assert forward_config(n, elem_bytes, 132, stores_residual=False).num_warps == many.num_warps
     # Few rows: a program per row, so each SM holds at most one and the rows spread over SMs.
     assert few.block_m == 1 and many.block_m == max(1, F.narrow_tile_elems // many.block_n)
-    assert few.block_n == many.block_n and few_y.weight_load == "first" and (few.weight_load == "first") == (few.block_n <= 4096)
+    assert few.block_n == many.block_n and few_y.weight_load == "first"
+    assert (few.weight_load == "first") == (few.block_n <= 4096)
 
 
 @pytest.mark.parametrize("n_rows", [True, -1, 512.0, "512"])
