@@ -381,9 +381,13 @@ def cmd_measure(a) -> None:
                                      "start": a.start,
                                      "at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")})
             save(raw_path, raw)
-            med = {f"{c[:3]} {reg}": f"{statistics.median(got[c][case]):.4f}" for c in raw["classes"]
-                   for reg, case in raw["cases"].items()}
-            print(f"process {k}/{len(schedule)} level {level:.0%}: {med}", flush=True)
+            print(f"process {k}/{len(schedule)} level {level:.0%}: {medians(raw, got)}", flush=True)
+
+
+def medians(raw: dict, got: dict) -> dict:
+    """{"<class> <regime>": median ratio} of one commit's measurement ``got`` (for the progress line)."""
+    return {f"{c} {reg}": f"{statistics.median(got[c][case]):.4f}" for c in raw["classes"]
+            for reg, case in raw["cases"].items()}
 
 
 def save(path: pathlib.Path, raw: dict) -> None:

@@ -325,4 +325,13 @@ def test_the_published_curve_is_what_analyze_gives_from_the_committed_raw_files(
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert json.loads((tmp_path / "curve.json").read_text())["rows"] == published["rows"]
-    assert {r["family"] for r in published["rows"]} >= {"Training.track_ratio prefill", "Inference.track_ratio decode"}
+    # Every flagged family has its curve: each class at each regime of its grid (Training has no decode).
+    assert {r["family"] for r in published["rows"]} == {
+        f"{cls}.track_ratio {regime}" for cls in ("Forward", "Inference", "ForwardResidual", "Training")
+        for regime in ("decode", "prefill", "wide") if (cls, regime) != ("Training", "decode")}
+
+
+def test_the_progress_line_names_each_class_in_full():
+    raw = {"classes": ["Forward", "ForwardResidual"], "cases": {"wide": "bf16 1024x65536"}}
+    got = {"Forward": {"bf16 1024x65536": [1.0, 1.2, 1.1]}, "ForwardResidual": {"bf16 1024x65536": [2.0, 2.0]}}
+    assert d.medians(raw, got) == {"Forward wide": "1.1000", "ForwardResidual wide": "2.0000"}
