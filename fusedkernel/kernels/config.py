@@ -13,8 +13,8 @@ Forward paths:
 * ``rows`` -- a program holds a [block_m, block_n] tile of rows in registers.
   While a row holds at most ``max_tile_bytes`` the tile spans whole rows
   (splits = 1); wider rows, and decode rows over ``few_rows_split_min_bytes``
-  whose split grid has at most ``few_rows_split_programs_per_sm`` programs an
-  SM, are split over ``splits`` adjacent programs that exchange partial sums
+  with at least ``few_rows_split_bytes_per_row`` bytes for each row of the
+  launch, are split over ``splits`` adjacent programs that exchange partial sums
   of squares and wait for each other (GPU only: the interpreter runs programs
   one after another, so a waiting program would wait forever). Either way x
   and residual are read once and y written once.
@@ -193,7 +193,7 @@ class ForwardSettings:
     # wider ones (one program an SM) before them: docs/tuning.md#forward-whole-row-tiles
     few_rows_split_min_bytes: int  # decode rows wider than this many bytes split over programs of split's
     few_rows_split_tile_bytes: int  # ...columns and as many rows as hold this many bytes, the weight before
-    few_rows_split_programs_per_sm: int  # ...the sums, while that grid has at most this many programs an SM
+    few_rows_split_bytes_per_row: int  # ...the sums, while rows x this many bytes are at most a row's bytes
     # (more rows hold whole rows): docs/tuning.md#forward-decode-split-rows
     persistent_tile_bytes: int  # whole-row tiles of this many bytes (one program an SM) with more than...
     persistent_min_rows_per_sm: int  # ...this many rows per SM...
@@ -246,7 +246,7 @@ HOPPER = Settings(
         max_tile_bytes=65536, narrow_tile_elems=2048, bytes_per_warp=1280, few_rows_warps=2, few_rows_max_tile=4096,
         few_rows_y_only_max_tile=8192, few_rows_thread_max_tile=8192, max_thread_elems=32, min_warps=4, max_warps=32,
         weight_first_max_n=8192, after_sum_max_tile_bytes=32768, few_rows_split_min_bytes=32768,
-        few_rows_split_tile_bytes=8192, few_rows_split_programs_per_sm=2,
+        few_rows_split_tile_bytes=8192, few_rows_split_bytes_per_row=1280,
         persistent_tile_bytes=32768, persistent_min_rows_per_sm=2,
         persistent_max_rows_per_sm=8,
         split=ForwardConfig("rows", 2, 2048, 1, 4),
@@ -302,8 +302,8 @@ def forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Sett
 
 
 def _row_class(n_rows: int | None, n_cols: int, elem_bytes: int, max_splits: int, settings: Settings) -> str:
-    # "few" (at most max_splits rows), "few_split" (few rows that _decode_split's grid holds at
-    # few_rows_split_programs_per_sm programs an SM at most), "band" (the persistent grid's row counts) or "many".
+    # "few" (at most max_splits rows), "few_split" (few rows, each at least few_rows_split_bytes_per_row bytes
+    # for each row of the launch: _decode_split's), "band" (the persistent grid's row counts) or "many".
     if n_rows is None:
         return "many"
     if type(n_rows) is not int or n_rows < 0:
@@ -314,9 +314,10 @@ def _row_class(n_rows: int | None, n_cols: int, elem_bytes: int, max_splits: int
     if n_rows <= max_splits:
         if (type(n_cols) is int and type(elem_bytes) is int and elem_bytes in (2, 4)
                 and n_cols * elem_bytes > f.few_rows_split_min_bytes):
-            block_m, splits = _decode_split(n_cols, elem_bytes, f)
-            programs = -(-n_rows // block_m) * splits
-            if splits <= max_splits and 0 < programs <= f.few_rows_split_programs_per_sm * max_splits:
+            # A whole row streams through one SM (time grows with its bytes); the split grid's time grows
+            # with the rows (docs/tuning.md#forward-decode-split-rows).
+            _, splits = _decode_split(n_cols, elem_bytes, f)
+            if splits <= max_splits and 0 < n_rows * f.few_rows_split_bytes_per_row <= n_cols * elem_bytes:
                 return "few_split"
         return "few"
     if f.persistent_min_rows_per_sm * max_splits < n_rows <= f.persistent_max_rows_per_sm * max_splits:

@@ -273,23 +273,34 @@ def test_wider_decode_tiles_load_the_weight_before_the_row_sums(n, elem_bytes):
 
 @pytest.mark.parametrize("elem_bytes", [2, 4])
 @pytest.mark.parametrize("n", WIDTHS + [16392, 18432, 20480, 24576, 28672, 12288])
-def test_decode_rows_over_32_kib_split_while_the_split_grid_has_two_programs_per_sm(n, elem_bytes):
-    # docs/tuning.md#forward-decode-split-rows: a whole row on one SM read up to 34% behind the split
-    # at 1-32 tokens, 18432-32768 wide; from 48-64 tokens (past 2 programs an SM) the whole row leads.
+def test_decode_rows_over_32_kib_split_while_a_row_has_1280_bytes_for_each_row(n, elem_bytes):
+    # docs/tuning.md#forward-decode-split-rows: a whole row streams through one SM, up to 34% behind the split
+    # at 1-32 tokens, 18432-32768 wide; the split grid's time grows with the rows, and the whole row leads
+    # from 40 rows of 40 KiB, 40-48 of 48 KiB and 64 of 64 KiB.
     # A split program holds 8 KiB of x: 2 rows of 2048 in bf16, 1 in fp32.
     block_m = {2: 2, 4: 1}[elem_bytes]
     splits = triton.cdiv(n, F.split.block_n)
-    for rows in (1, 2, 8, 16, 17, 32, 33, 34, 48, 64, 132):  # fp32 16384: 33 rows fill 264 programs
+    # The edges: 40 KiB rows split up to 32 rows, 48 KiB up to 38, 64 KiB up to 51.
+    for rows in (1, 2, 8, 16, 17, 26, 27, 32, 33, 38, 39, 48, 51, 52, 64, 132):
         for stores in (True, False):
             cfg = forward_config(n, elem_bytes, 132, n_rows=rows, stores_residual=stores)
             whole_row = n * elem_bytes <= MAX_TILE_BYTES
-            if whole_row and n * elem_bytes > 32768 and triton.cdiv(rows, block_m) * splits <= 264:
+            if whole_row and n * elem_bytes > 32768 and rows * 1280 <= n * elem_bytes:
                 assert cfg == ForwardConfig("rows", block_m, F.split.block_n, splits, F.split.num_warps,
                                             "before_sum"), (rows, stores)
             elif whole_row:
                 assert cfg.splits == 1, (rows, stores)
             # The interpreter (one program at a time) never splits a row.
             assert forward_config(n, elem_bytes, 1, n_rows=rows, stores_residual=stores).splits == 1
+
+
+def test_the_decode_split_edge_follows_the_row_bytes():
+    # The measured edges (docs/tuning.md#forward-decode-split-rows): the last split row count per width.
+    last = {}
+    for n, elem_bytes in ((20480, 2), (24576, 2), (12288, 4), (32768, 2), (16384, 4)):
+        last[n, elem_bytes] = max(r for r in range(1, 133)
+                                  if forward_config(n, elem_bytes, 132, n_rows=r).splits > 1)
+    assert last == {(20480, 2): 32, (24576, 2): 38, (12288, 4): 38, (32768, 2): 51, (16384, 4): 51}
 
 
 @pytest.mark.parametrize("n", [2880, 4096, 5120, 16384, 20000])
