@@ -276,7 +276,7 @@ def test_wider_decode_tiles_load_the_weight_before_the_row_sums(n, elem_bytes):
 def test_decode_rows_over_32_kib_split_while_a_row_has_1280_bytes_for_each_row(n, elem_bytes):
     # docs/tuning.md#forward-decode-split-rows: a whole row streams through one SM, up to 34% behind the split
     # at 1-32 tokens, 18432-32768 wide; the split grid's time grows with the rows, and the whole row leads
-    # from 40 rows of 40 KiB, 40-48 of 48 KiB and 64 of 64 KiB.
+    # from 40 rows of 40 KiB, 40-48 of 48 KiB and 48 of 64 KiB (bf16).
     # A split program holds 8 KiB of x: 2 rows of 2048 in bf16, 1 in fp32.
     block_m = {2: 2, 4: 1}[elem_bytes]
     splits = triton.cdiv(n, F.split.block_n)
@@ -301,6 +301,8 @@ def test_the_decode_split_edge_follows_the_row_bytes():
         last[n, elem_bytes] = max(r for r in range(1, 133)
                                   if forward_config(n, elem_bytes, 132, n_rows=r).splits > 1)
     assert last == {(20480, 2): 32, (24576, 2): 38, (12288, 4): 38, (32768, 2): 51, (16384, 4): 51}
+    # No rows, no split grid.
+    assert forward_config(32768, 2, 132, n_rows=0).splits == 1
 
 
 @pytest.mark.parametrize("n", [2880, 4096, 5120, 16384, 20000])
