@@ -218,24 +218,27 @@ def test_split_path_settings_match_reference(block_m, block_n, warps, weight_loa
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("dtype, n", [(torch.bfloat16, 20480), (torch.float32, 12288)])
-def test_decode_rows_split_or_not_by_the_row_count_at_one_width(dtype, n):
-    # docs/tuning.md#forward-decode-split-rows: 1 and 16 rows split over programs, 64 rows are whole.
-    # The launch caches a compiled kernel per choice: alternating row counts must not share one.
+@pytest.mark.parametrize("dtype, n, row_counts, tiles", [(torch.bfloat16, 20480, (1, 64, 16, 64, 1), 2),
+                                                         (torch.float32, 12288, (1, 64, 16, 64, 1), 2),
+                                                         (torch.bfloat16, 32768, (1, 40, 64, 40, 1), 3)])
+def test_decode_rows_split_or_not_by_the_row_count_at_one_width(dtype, n, row_counts, tiles):
+    # docs/tuning.md#forward-decode-split-rows: few rows split over programs of 2 rows (bf16), 40 bf16 rows of
+    # 32768 over programs of 1 row, 64 rows are whole. The launch caches a compiled kernel per choice:
+    # alternating row counts must not share one.
     from fusedkernel.kernels.config import forward_config
     from fusedkernel.kernels.launch import _sm_count
 
     sms = _sm_count(torch.cuda.current_device())
-    if sms < 16:
-        pytest.skip("a row of 10 programs splits only where there are SMs for them")
+    if sms < 64:
+        pytest.skip("40 rows of 16 programs take both split tiles only where each row has its SM")
     seen = set()
-    for rows in (1, 64, 16, 64, 1):
+    for rows in row_counts:
         x, r, w = (rand(shape, dtype, "cuda", seed=rows + k) for k, shape in enumerate([(rows, n), (rows, n), (n,)]))
-        seen.add(forward_config(n, dtype.itemsize, sms, n_rows=rows).splits > 1)
+        seen.add(forward_config(n, dtype.itemsize, sms, n_rows=rows))
         y, res = add_rmsnorm(x, r, w, return_residual=True)
         assert_matches_reference(y, x, r, w)
         torch.testing.assert_close(res, (x.float() + r.float()).to(dtype), rtol=0, atol=0)
-    assert seen == {True, False}
+    assert len(seen) == tiles and sum(c.splits == 1 for c in seen) == 1
 
 
 @pytest.mark.cuda

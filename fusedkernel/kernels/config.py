@@ -194,7 +194,9 @@ class ForwardSettings:
     few_rows_split_min_bytes: int  # decode rows wider than this many bytes split over programs of split's
     few_rows_split_tile_bytes: int  # ...columns and as many rows as hold this many bytes, the weight before
     few_rows_split_bytes_per_row: int  # ...the sums, while rows x this many bytes are at most a row's bytes
-    # (more rows hold whole rows): docs/tuning.md#forward-decode-split-rows
+    # (more rows hold whole rows); a thread holds max_thread_elems of the tile...
+    few_rows_split_programs_per_sm: int  # ...and past this many programs an SM a program holds one row of the
+    # tile's bytes: docs/tuning.md#forward-decode-split-rows
     persistent_tile_bytes: int  # whole-row tiles of this many bytes (one program an SM) with more than...
     persistent_min_rows_per_sm: int  # ...this many rows per SM...
     persistent_max_rows_per_sm: int  # ...and at most this many: the persistent path at max_warps, one
@@ -246,7 +248,7 @@ HOPPER = Settings(
         max_tile_bytes=65536, narrow_tile_elems=2048, bytes_per_warp=1280, few_rows_warps=2, few_rows_max_tile=4096,
         few_rows_y_only_max_tile=8192, few_rows_thread_max_tile=8192, max_thread_elems=32, min_warps=4, max_warps=32,
         weight_first_max_n=8192, after_sum_max_tile_bytes=32768, few_rows_split_min_bytes=32768,
-        few_rows_split_tile_bytes=8192, few_rows_split_bytes_per_row=1280,
+        few_rows_split_tile_bytes=8192, few_rows_split_bytes_per_row=1280, few_rows_split_programs_per_sm=2,
         persistent_tile_bytes=32768, persistent_min_rows_per_sm=2,
         persistent_max_rows_per_sm=8,
         split=ForwardConfig("rows", 2, 2048, 1, 4),
@@ -303,7 +305,8 @@ def forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Sett
 
 def _row_class(n_rows: int | None, n_cols: int, elem_bytes: int, max_splits: int, settings: Settings) -> str:
     # "few" (at most max_splits rows), "few_split" (few rows, each at least few_rows_split_bytes_per_row bytes
-    # for each row of the launch: _decode_split's), "band" (the persistent grid's row counts) or "many".
+    # for each row of the launch: _decode_split's), "few_split_row" (as few_split, one row a program),
+    # "band" (the persistent grid's row counts) or "many".
     if n_rows is None:
         return "many"
     if type(n_rows) is not int or n_rows < 0:
@@ -316,13 +319,18 @@ def _row_class(n_rows: int | None, n_cols: int, elem_bytes: int, max_splits: int
                 and n_cols * elem_bytes > f.few_rows_split_min_bytes):
             # A whole row streams through one SM (time grows with its bytes); the split grid's time grows
             # with the rows (docs/tuning.md#forward-decode-split-rows).
-            _, splits = _decode_split(n_cols, elem_bytes, f)
+            block_m, _, splits = _decode_split(n_cols, elem_bytes, f, False)
             if splits <= max_splits and 0 < n_rows * f.few_rows_split_bytes_per_row <= n_cols * elem_bytes:
-                return "few_split"
+                # Past a few programs an SM, groups of rows over many programs wait the longest.
+                crowded = -(-n_rows // block_m) * splits > f.few_rows_split_programs_per_sm * max_splits
+                return "few_split_row" if crowded else "few_split"
         return "few"
     if f.persistent_min_rows_per_sm * max_splits < n_rows <= f.persistent_max_rows_per_sm * max_splits:
         return "band"
     return "many"
+
+
+_FEW = ("few", "few_split", "few_split_row")
 
 
 # typed: 16384.0 must not hit 16384's entry and skip the argument checks.
@@ -334,11 +342,12 @@ def _forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
     if type(stores_residual) is not bool:
         raise ValueError(f"stores_residual must be a bool, got {stores_residual!r}")
     f = settings.forward
-    few_rows = rows in ("few", "few_split")
+    few_rows = rows in _FEW
     if n_cols * elem_bytes <= f.max_tile_bytes:
-        if rows == "few_split":
-            block_m, splits = _decode_split(n_cols, elem_bytes, f)
-            return dataclasses.replace(f.split, block_m=block_m, splits=splits, weight_load="before_sum")
+        if rows in ("few_split", "few_split_row"):
+            block_m, block_n, splits = _decode_split(n_cols, elem_bytes, f, rows == "few_split_row")
+            warps = max(1, block_m * block_n // (32 * f.max_thread_elems))
+            return ForwardConfig("rows", block_m, block_n, splits, warps, "before_sum")
         block_n = triton.next_power_of_2(n_cols)
         block_m = 1 if few_rows else max(1, f.narrow_tile_elems // block_n)
         if block_n * elem_bytes == f.persistent_tile_bytes and rows == "band":
@@ -365,10 +374,13 @@ def _forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
     return dataclasses.replace(f.split, splits=splits)
 
 
-def _decode_split(n_cols: int, elem_bytes: int, f: ForwardSettings) -> tuple[int, int]:
-    # (block_m, splits) of a decode row over programs (one program a row would leave its bytes to one SM).
+def _decode_split(n_cols: int, elem_bytes: int, f: ForwardSettings, one_row: bool) -> tuple[int, int, int]:
+    # (block_m, block_n, splits) of a decode row over programs (one program a row would leave its bytes to
+    # one SM): split's columns and as many rows as the tile's bytes hold, or one row of them.
     # Plain ints: the launch asks on every decode call (host time).
-    return max(1, f.few_rows_split_tile_bytes // (f.split.block_n * elem_bytes)), -(-n_cols // f.split.block_n)
+    tile = f.few_rows_split_tile_bytes // elem_bytes
+    block_n = tile if one_row else f.split.block_n
+    return max(1, tile // block_n), block_n, -(-n_cols // block_n)
 
 
 def forward_candidates(n_cols: int, elem_bytes: int, max_splits: int, settings: Settings = HOPPER,
@@ -387,7 +399,7 @@ def forward_candidates(n_cols: int, elem_bytes: int, max_splits: int, settings: 
     (docs/tuning.md#forward-persistent-grid).
     """
     rule = forward_config(n_cols, elem_bytes, max_splits, settings, n_rows, stores_residual)
-    few_rows = _row_class(n_rows, n_cols, elem_bytes, max_splits, settings) in ("few", "few_split")
+    few_rows = _row_class(n_rows, n_cols, elem_bytes, max_splits, settings) in _FEW
     # The whole-row tiles around the rule, which may be the persistent path's.
     rows = _forward_config(n_cols, elem_bytes, max_splits, settings, "few" if few_rows else "many", stores_residual)
     out = [rule]

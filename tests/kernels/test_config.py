@@ -272,22 +272,24 @@ def test_wider_decode_tiles_load_the_weight_before_the_row_sums(n, elem_bytes):
 
 
 @pytest.mark.parametrize("elem_bytes", [2, 4])
-@pytest.mark.parametrize("n", WIDTHS + [16392, 18432, 20480, 24576, 28672, 12288])
+@pytest.mark.parametrize("n", WIDTHS + [16392, 18432, 20480, 24576, 28672, 30720, 12288])
 def test_decode_rows_over_32_kib_split_while_a_row_has_1280_bytes_for_each_row(n, elem_bytes):
     # docs/tuning.md#forward-decode-split-rows: a whole row streams through one SM, up to 34% behind the split
     # at 1-32 tokens, 18432-32768 wide; the split grid's time grows with the rows, and the whole row leads
-    # from 40 rows of 40 KiB, 40-48 of 48 KiB and 48 of 64 KiB (bf16).
-    # A split program holds 8 KiB of x: 2 rows of 2048 in bf16, 1 in fp32.
-    block_m = {2: 2, 4: 1}[elem_bytes]
-    splits = triton.cdiv(n, F.split.block_n)
+    # from 36-40 rows of 40 KiB, 40-48 of 48 KiB and 52-64 of 64 KiB (bf16).
+    # A split program holds 8 KiB of x: 2 rows of 2048 in bf16, 1 in fp32; past 2 programs an SM (264 on
+    # 132 SMs), 1 row of 8 KiB (bf16 4096 columns). A thread holds 32 elements: 4 warps in bf16, 2 in fp32.
     # The edges: 40 KiB rows split up to 32 rows, 48 KiB up to 38, 64 KiB up to 51.
-    for rows in (1, 2, 8, 16, 17, 26, 27, 32, 33, 38, 39, 48, 51, 52, 64, 132):
+    for rows in (1, 2, 8, 16, 17, 26, 27, 32, 33, 35, 36, 38, 39, 48, 51, 52, 64, 132):
+        two_rows = {2: 2, 4: 1}[elem_bytes]
+        one_row = -(-rows // two_rows) * triton.cdiv(n, 2048) > 264
+        block_m, block_n = (1, 8192 // elem_bytes) if one_row else (two_rows, 2048)
         for stores in (True, False):
             cfg = forward_config(n, elem_bytes, 132, n_rows=rows, stores_residual=stores)
             whole_row = n * elem_bytes <= MAX_TILE_BYTES
             if whole_row and n * elem_bytes > 32768 and rows * 1280 <= n * elem_bytes:
-                assert cfg == ForwardConfig("rows", block_m, F.split.block_n, splits, F.split.num_warps,
-                                            "before_sum"), (rows, stores)
+                assert cfg == ForwardConfig("rows", block_m, block_n, triton.cdiv(n, block_n),
+                                            block_m * block_n // 1024, "before_sum"), (rows, stores)
             elif whole_row:
                 assert cfg.splits == 1, (rows, stores)
             # The interpreter (one program at a time) never splits a row.
@@ -303,6 +305,16 @@ def test_the_decode_split_edge_follows_the_row_bytes():
     assert last == {(20480, 2): 32, (24576, 2): 38, (12288, 4): 38, (32768, 2): 51, (16384, 4): 51}
     # No rows, no split grid.
     assert forward_config(32768, 2, 132, n_rows=0).splits == 1
+
+
+def test_crowded_decode_splits_hold_one_row_a_program():
+    # bf16 32768: 2-row programs, 16 a row, while at most 2 an SM; past that, 1 row of 4096 columns, 8 a row.
+    # Fewer SMs crowd sooner: the tile follows the SM count, not a row count.
+    tiles = {(rows, sms): (c.block_m, c.block_n, c.splits) for rows in (32, 33, 34, 51) for sms in (132, 66)
+             for c in [forward_config(32768, 2, sms, n_rows=rows)]}
+    assert tiles == {(32, 132): (2, 2048, 16), (33, 132): (1, 4096, 8), (34, 132): (1, 4096, 8),
+                     (51, 132): (1, 4096, 8), (32, 66): (1, 4096, 8), (33, 66): (1, 4096, 8),
+                     (34, 66): (1, 4096, 8), (51, 66): (1, 4096, 8)}
 
 
 @pytest.mark.parametrize("n", [2880, 4096, 5120, 16384, 20000])
