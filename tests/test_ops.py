@@ -219,12 +219,13 @@ def test_split_path_settings_match_reference(block_m, block_n, warps, weight_loa
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("dtype, n, row_counts, tiles", [(torch.bfloat16, 20480, (1, 64, 16, 64, 1), 2),
-                                                         (torch.float32, 12288, (1, 64, 16, 64, 1), 2),
+                                                         (torch.float32, 12288, (1, 64, 16, 64, 1), 3),
                                                          (torch.bfloat16, 32768, (1, 40, 64, 40, 1), 3)])
 def test_decode_rows_split_or_not_by_the_row_count_at_one_width(dtype, n, row_counts, tiles):
     # docs/tuning.md#forward-decode-split-rows: few rows split over programs of 2 rows (bf16), 40 bf16 rows of
-    # 32768 over programs of 1 row, 64 rows are whole. The launch caches a compiled kernel per choice:
-    # alternating row counts must not share one.
+    # 32768 over programs of 1 row, 64 rows are whole; fp32 takes 4 warps at 1 row, 2 at 16. The launch
+    # caches a compiled kernel per choice: alternating row counts must not share one.
+    from fusedkernel.kernels import launch
     from fusedkernel.kernels.config import forward_config
     from fusedkernel.kernels.launch import _sm_count
 
@@ -239,6 +240,9 @@ def test_decode_rows_split_or_not_by_the_row_count_at_one_width(dtype, n, row_co
         assert_matches_reference(y, x, r, w)
         torch.testing.assert_close(res, (x.float() + r.float()).to(dtype), rtol=0, atol=0)
     assert len(seen) == tiles and sum(c.splits == 1 for c in seen) == 1
+    if launch._FAST:  # each choice has its own compiled kernel, under its splits and warps
+        cached = {(k[3], k[4]) for k in launch._compiled if k[:3] == (n, True, "rows")}
+        assert cached >= {(c.splits, c.num_warps) for c in seen}
 
 
 @pytest.mark.cuda

@@ -194,7 +194,8 @@ class ForwardSettings:
     few_rows_split_min_bytes: int  # decode rows wider than this many bytes split over programs of split's
     few_rows_split_tile_bytes: int  # ...columns and as many rows as hold this many bytes, the weight before
     few_rows_split_bytes_per_row: int  # ...the sums, while rows x this many bytes are at most a row's bytes
-    # (more rows hold whole rows); a thread holds max_thread_elems of the tile...
+    # (more rows hold whole rows); a thread holds max_thread_elems of the tile, but a program has min_warps...
+    few_rows_split_sms_per_program: int  # ...while the grid has at most a program for this many SMs...
     few_rows_split_programs_per_sm: int  # ...and past this many programs an SM a program holds one row of the
     # tile's bytes: docs/tuning.md#forward-decode-split-rows
     persistent_tile_bytes: int  # whole-row tiles of this many bytes (one program an SM) with more than...
@@ -248,7 +249,8 @@ HOPPER = Settings(
         max_tile_bytes=65536, narrow_tile_elems=2048, bytes_per_warp=1280, few_rows_warps=2, few_rows_max_tile=4096,
         few_rows_y_only_max_tile=8192, few_rows_thread_max_tile=8192, max_thread_elems=32, min_warps=4, max_warps=32,
         weight_first_max_n=8192, after_sum_max_tile_bytes=32768, few_rows_split_min_bytes=32768,
-        few_rows_split_tile_bytes=8192, few_rows_split_bytes_per_row=1280, few_rows_split_programs_per_sm=2,
+        few_rows_split_tile_bytes=8192, few_rows_split_bytes_per_row=1280, few_rows_split_sms_per_program=2,
+        few_rows_split_programs_per_sm=2,
         persistent_tile_bytes=32768, persistent_min_rows_per_sm=2,
         persistent_max_rows_per_sm=8,
         split=ForwardConfig("rows", 2, 2048, 1, 4),
@@ -305,7 +307,8 @@ def forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Sett
 
 def _row_class(n_rows: int | None, n_cols: int, elem_bytes: int, max_splits: int, settings: Settings) -> str:
     # "few" (at most max_splits rows), "few_split" (few rows, each at least few_rows_split_bytes_per_row bytes
-    # for each row of the launch: _decode_split's), "few_split_row" (as few_split, one row a program),
+    # for each row of the launch: _decode_split's), "few_split_sparse" (as few_split, a program for
+    # few_rows_split_sms_per_program SMs or fewer), "few_split_row" (as few_split, one row a program),
     # "band" (the persistent grid's row counts) or "many".
     if n_rows is None:
         return "many"
@@ -321,16 +324,20 @@ def _row_class(n_rows: int | None, n_cols: int, elem_bytes: int, max_splits: int
             # with the rows (docs/tuning.md#forward-decode-split-rows).
             block_m, _, splits = _decode_split(n_cols, elem_bytes, f, False)
             if splits <= max_splits and 0 < n_rows * f.few_rows_split_bytes_per_row <= n_cols * elem_bytes:
-                # Past a few programs an SM, groups of rows over many programs wait the longest.
-                crowded = -(-n_rows // block_m) * splits > f.few_rows_split_programs_per_sm * max_splits
-                return "few_split_row" if crowded else "few_split"
+                # Past a few programs an SM, groups of rows over many programs wait the longest; a sparse
+                # grid leaves each program's SM to it, and more warps keep more loads in flight.
+                programs = -(-n_rows // block_m) * splits
+                if programs > f.few_rows_split_programs_per_sm * max_splits:
+                    return "few_split_row"
+                return "few_split_sparse" if programs * f.few_rows_split_sms_per_program <= max_splits else "few_split"
         return "few"
     if f.persistent_min_rows_per_sm * max_splits < n_rows <= f.persistent_max_rows_per_sm * max_splits:
         return "band"
     return "many"
 
 
-_FEW = ("few", "few_split", "few_split_row")
+_SPLIT = ("few_split", "few_split_sparse", "few_split_row")  # _row_class's decode split classes
+_FEW = ("few", *_SPLIT)
 
 
 # typed: 16384.0 must not hit 16384's entry and skip the argument checks.
@@ -344,9 +351,10 @@ def _forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
     f = settings.forward
     few_rows = rows in _FEW
     if n_cols * elem_bytes <= f.max_tile_bytes:
-        if rows in ("few_split", "few_split_row"):
+        if rows in _SPLIT:
             block_m, block_n, splits = _decode_split(n_cols, elem_bytes, f, rows == "few_split_row")
-            warps = max(1, block_m * block_n // (32 * f.max_thread_elems))
+            fewest = f.min_warps if rows == "few_split_sparse" else 1
+            warps = max(fewest, block_m * block_n // (32 * f.max_thread_elems))
             return ForwardConfig("rows", block_m, block_n, splits, warps, "before_sum")
         block_n = triton.next_power_of_2(n_cols)
         block_m = 1 if few_rows else max(1, f.narrow_tile_elems // block_n)

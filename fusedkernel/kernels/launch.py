@@ -210,11 +210,10 @@ def forward_rows(x: torch.Tensor, r: torch.Tensor, weight: torch.Tensor, eps: fl
     if table:
         max_splits = _max_splits(device)
         cfg = forward_config(n_cols, x.element_size(), max_splits, _settings(device), n_rows, res is not None)
-        # The table's choice follows from n_cols, few rows or not, its path and splits (a decode
-        # row is split or not, and by which of two tiles, by its row count; the tiles' splits
-        # differ), the dtype and the device: keying on them spares hashing the config (a dataclass)
-        # per call.
-        key = (n_cols, n_rows <= max_splits, cfg.path, cfg.splits, *flags)
+        # The table's choice follows from n_cols, few rows or not, its path, splits and warps (a
+        # decode row's tile and warps follow its row count; the tiles' splits differ), the dtype and
+        # the device: keying on them spares hashing the config (a dataclass) per call.
+        key = (n_cols, n_rows <= max_splits, cfg.path, cfg.splits, cfg.num_warps, *flags)
     else:
         key = (cfg, *flags)
         if type(cfg) is not ForwardConfig:

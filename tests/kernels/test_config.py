@@ -278,18 +278,20 @@ def test_decode_rows_over_32_kib_split_while_a_row_has_1280_bytes_for_each_row(n
     # at 1-32 tokens, 18432-32768 wide; the split grid's time grows with the rows, and the whole row leads
     # from 36-40 rows of 40 KiB, 40-48 of 48 KiB and 52-64 of 64 KiB (bf16).
     # A split program holds 8 KiB of x: 2 rows of 2048 in bf16, 1 in fp32; past 2 programs an SM (264 on
-    # 132 SMs), 1 row of 8 KiB (bf16 4096 columns). A thread holds 32 elements: 4 warps in bf16, 2 in fp32.
+    # 132 SMs), 1 row of 8 KiB (bf16 4096 columns). A thread holds 32 elements: 4 warps in bf16, 2 in fp32,
+    # but at least 4 while the grid has a program for 2 SMs or fewer (at most 66 programs).
     # The edges: 40 KiB rows split up to 32 rows, 48 KiB up to 38, 64 KiB up to 51.
     for rows in (1, 2, 8, 16, 17, 26, 27, 32, 33, 35, 36, 38, 39, 48, 51, 52, 64, 132):
         two_rows = {2: 2, 4: 1}[elem_bytes]
-        one_row = -(-rows // two_rows) * triton.cdiv(n, 2048) > 264
-        block_m, block_n = (1, 8192 // elem_bytes) if one_row else (two_rows, 2048)
+        programs = -(-rows // two_rows) * triton.cdiv(n, 2048)
+        block_m, block_n = (1, 8192 // elem_bytes) if programs > 264 else (two_rows, 2048)
+        warps = max(4 if programs <= 66 else 1, block_m * block_n // 1024)
         for stores in (True, False):
             cfg = forward_config(n, elem_bytes, 132, n_rows=rows, stores_residual=stores)
             whole_row = n * elem_bytes <= MAX_TILE_BYTES
             if whole_row and n * elem_bytes > 32768 and rows * 1280 <= n * elem_bytes:
-                assert cfg == ForwardConfig("rows", block_m, block_n, triton.cdiv(n, block_n),
-                                            block_m * block_n // 1024, "before_sum"), (rows, stores)
+                assert cfg == ForwardConfig("rows", block_m, block_n, triton.cdiv(n, block_n), warps,
+                                            "before_sum"), (rows, stores)
             elif whole_row:
                 assert cfg.splits == 1, (rows, stores)
             # The interpreter (one program at a time) never splits a row.
