@@ -230,8 +230,9 @@ def test_decode_rows_split_or_not_by_the_row_count_at_one_width(dtype, n, row_co
     from fusedkernel.kernels.launch import _sm_count
 
     sms = _sm_count(torch.cuda.current_device())
-    if sms < 64:
-        pytest.skip("40 rows of 16 programs take both split tiles only where each row has its SM")
+    if sms < 64 or (tiles == 3 and sms >= 160):
+        pytest.skip("40 rows of 16 programs take both split tiles where each row has its SM and 320 programs "
+                    "are over 2 an SM")
     seen = set()
     for rows in row_counts:
         x, r, w = (rand(shape, dtype, "cuda", seed=rows + k) for k, shape in enumerate([(rows, n), (rows, n), (n,)]))

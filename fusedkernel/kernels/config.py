@@ -307,9 +307,10 @@ def forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Sett
 
 def _row_class(n_rows: int | None, n_cols: int, elem_bytes: int, max_splits: int, settings: Settings) -> str:
     # "few" (at most max_splits rows), "few_split" (few rows, each at least few_rows_split_bytes_per_row bytes
-    # for each row of the launch: _decode_split's), "few_split_sparse" (as few_split, a program for
-    # few_rows_split_sms_per_program SMs or fewer), "few_split_row" (as few_split, one row a program),
-    # "band" (the persistent grid's row counts) or "many".
+    # for each row of the launch: _decode_split's), "few_split_sparse" (as few_split, with at least
+    # few_rows_split_sms_per_program SMs for each program), "few_split_row" (as few_split, with more than
+    # few_rows_split_programs_per_sm programs an SM: one row a program, the same tile where one row
+    # fills it), "band" (the persistent grid's row counts) or "many".
     if n_rows is None:
         return "many"
     if type(n_rows) is not int or n_rows < 0:
@@ -327,7 +328,8 @@ def _row_class(n_rows: int | None, n_cols: int, elem_bytes: int, max_splits: int
                 # Past a few programs an SM, groups of rows over many programs wait the longest; a sparse
                 # grid leaves each program's SM to it, and more warps keep more loads in flight.
                 programs = -(-n_rows // block_m) * splits
-                if programs > f.few_rows_split_programs_per_sm * max_splits:
+                if (programs > f.few_rows_split_programs_per_sm * max_splits
+                        and _decode_split(n_cols, elem_bytes, f, True)[2] <= max_splits):
                     return "few_split_row"
                 return "few_split_sparse" if programs * f.few_rows_split_sms_per_program <= max_splits else "few_split"
         return "few"

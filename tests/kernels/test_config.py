@@ -309,6 +309,16 @@ def test_the_decode_split_edge_follows_the_row_bytes():
     assert forward_config(32768, 2, 132, n_rows=0).splits == 1
 
 
+def test_a_one_row_split_tile_never_outnumbers_the_sms():
+    # Settings whose one-row tile is narrower than split's columns split a row over more programs: where
+    # those would outnumber the SMs, the crowded grid keeps split's columns (a review found the check on
+    # split's columns alone).
+    narrow = dataclasses.replace(HOPPER, forward=dataclasses.replace(HOPPER.forward, few_rows_split_tile_bytes=4096))
+    cfg = forward_config(16384, 4, 10, narrow, n_rows=3)
+    assert (cfg.block_m, cfg.block_n, cfg.splits) == (1, 2048, 8)
+    assert forward_config(16384, 4, 16, narrow, n_rows=5).splits == 16  # crowded, and 1 x 1024 fits 16 SMs
+
+
 def test_crowded_decode_splits_hold_one_row_a_program():
     # bf16 32768: 2-row programs, 16 a row, while at most 2 an SM; past that, 1 row of 4096 columns, 8 a row.
     # Fewer SMs crowd sooner: the tile follows the SM count, not a row count.
