@@ -276,7 +276,7 @@ def test_wider_decode_tiles_load_the_weight_before_the_row_sums(n, elem_bytes):
 def test_decode_rows_over_32_kib_split_while_a_row_has_1280_bytes_for_each_row(n, elem_bytes):
     # docs/tuning.md#forward-decode-split-rows: a whole row streams through one SM, up to 34% behind the split
     # at 1-32 tokens, 18432-32768 wide; the split grid's time grows with the rows, and the whole row leads
-    # from 36-40 rows of 40 KiB, 40-48 of 48 KiB and 52-64 of 64 KiB (bf16).
+    # from 36-40 rows of 40 KiB, 44 of 48 KiB and 64 or more of 64 KiB (bf16).
     # A split program holds 8 KiB of x: 2 rows of 2048 in bf16, 1 in fp32; past 2 programs an SM (264 on
     # 132 SMs), 1 row of 8 KiB (bf16 4096 columns). A thread holds 32 elements: 4 warps in bf16, 2 in fp32,
     # but at least 4 while the grid has a program for 2 SMs or fewer (at most 66 programs).
