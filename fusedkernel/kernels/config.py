@@ -194,10 +194,14 @@ class ForwardSettings:
     few_rows_split_min_bytes: int  # decode rows wider than this many bytes split over programs of split's
     few_rows_split_tile_bytes: int  # ...columns and as many rows as hold this many bytes, the weight before
     few_rows_split_bytes_per_row: int  # ...the sums, while rows x this many bytes are at most a row's bytes
+    few_rows_split_light_bytes_per_row: int  # ...and, where a whole row's threads hold fewer than
+    # max_thread_elems at max_warps (fp32), rows x this many are at most its bytes past few_rows_split_min_bytes
     # (more rows hold whole rows); a thread holds max_thread_elems of the tile, but a program has min_warps...
     few_rows_split_sms_per_program: int  # ...while the grid has at most a program for this many SMs...
     few_rows_split_programs_per_sm: int  # ...and past this many programs an SM a program holds one row of the
-    # tile's bytes: docs/tuning.md#forward-decode-split-rows
+    # tile's bytes...
+    few_rows_split_lone_max_pieces: int  # ...but a lone row splits into pieces of half the tile's bytes, two
+    # rows a tile, while it has at most this many: docs/tuning.md#forward-decode-split-rows
     persistent_tile_bytes: int  # whole-row tiles of this many bytes (one program an SM) with more than...
     persistent_min_rows_per_sm: int  # ...this many rows per SM...
     persistent_max_rows_per_sm: int  # ...and at most this many: the persistent path at max_warps, one
@@ -249,8 +253,9 @@ HOPPER = Settings(
         max_tile_bytes=65536, narrow_tile_elems=2048, bytes_per_warp=1280, few_rows_warps=2, few_rows_max_tile=4096,
         few_rows_y_only_max_tile=8192, few_rows_thread_max_tile=8192, max_thread_elems=32, min_warps=4, max_warps=32,
         weight_first_max_n=8192, after_sum_max_tile_bytes=32768, few_rows_split_min_bytes=32768,
-        few_rows_split_tile_bytes=8192, few_rows_split_bytes_per_row=1280, few_rows_split_sms_per_program=2,
-        few_rows_split_programs_per_sm=2,
+        few_rows_split_tile_bytes=8192, few_rows_split_bytes_per_row=1280, few_rows_split_light_bytes_per_row=384,
+        few_rows_split_sms_per_program=2,
+        few_rows_split_programs_per_sm=2, few_rows_split_lone_max_pieces=14,
         persistent_tile_bytes=32768, persistent_min_rows_per_sm=2,
         persistent_max_rows_per_sm=8,
         split=ForwardConfig("rows", 2, 2048, 1, 4),
@@ -310,7 +315,8 @@ def _row_class(n_rows: int | None, n_cols: int, elem_bytes: int, max_splits: int
     # for each row of the launch: _decode_split's), "few_split_sparse" (as few_split, with at least
     # few_rows_split_sms_per_program SMs for each program), "few_split_row" (as few_split, with more than
     # few_rows_split_programs_per_sm programs an SM: one row a program, the same tile where one row
-    # fills it), "band" (the persistent grid's row counts) or "many".
+    # fills it), "few_split_lone" (as few_split, one row: _lone_split's pieces), "band" (the persistent grid's
+    # row counts) or "many".
     if n_rows is None:
         return "many"
     if type(n_rows) is not int or n_rows < 0:
@@ -323,13 +329,21 @@ def _row_class(n_rows: int | None, n_cols: int, elem_bytes: int, max_splits: int
                 and n_cols * elem_bytes > f.few_rows_split_min_bytes):
             # A whole row streams through one SM (time grows with its bytes); the split grid's time grows
             # with the rows (docs/tuning.md#forward-decode-split-rows).
-            block_m, _, splits = _decode_split(n_cols, elem_bytes, f, False)
-            if splits <= max_splits and 0 < n_rows * f.few_rows_split_bytes_per_row <= n_cols * elem_bytes:
+            block_m, _, splits = _decode_split(n_cols, elem_bytes, f, "rows")
+            row_bytes = n_cols * elem_bytes
+            fits = 0 < n_rows * f.few_rows_split_bytes_per_row <= row_bytes
+            if (n_cols - 1).bit_length() < (32 * f.max_warps * f.max_thread_elems).bit_length() - 1:
+                # A whole row whose threads hold fewer elements costs less: near few_rows_split_min_bytes
+                # the split's exchange is paid for by the row's bytes past it only.
+                fits = fits and n_rows * f.few_rows_split_light_bytes_per_row <= row_bytes - f.few_rows_split_min_bytes
+            if splits <= max_splits and fits:
                 # Past a few programs an SM, groups of rows over many programs wait the longest; a sparse
                 # grid leaves each program's SM to it, and more warps keep more loads in flight.
+                if n_rows == 1:
+                    return "few_split_lone"
                 programs = -(-n_rows // block_m) * splits
                 if (programs > f.few_rows_split_programs_per_sm * max_splits
-                        and _decode_split(n_cols, elem_bytes, f, True)[2] <= max_splits):
+                        and _decode_split(n_cols, elem_bytes, f, "row")[2] <= max_splits):
                     return "few_split_row"
                 return "few_split_sparse" if programs * f.few_rows_split_sms_per_program <= max_splits else "few_split"
         return "few"
@@ -338,7 +352,7 @@ def _row_class(n_rows: int | None, n_cols: int, elem_bytes: int, max_splits: int
     return "many"
 
 
-_SPLIT = ("few_split", "few_split_sparse", "few_split_row")  # _row_class's decode split classes
+_SPLIT = ("few_split", "few_split_sparse", "few_split_row", "few_split_lone")  # _row_class's decode split classes
 _FEW = ("few", *_SPLIT)
 
 
@@ -354,8 +368,11 @@ def _forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
     few_rows = rows in _FEW
     if n_cols * elem_bytes <= f.max_tile_bytes:
         if rows in _SPLIT:
-            block_m, block_n, splits = _decode_split(n_cols, elem_bytes, f, rows == "few_split_row")
-            fewest = f.min_warps if rows == "few_split_sparse" else 1
+            if rows == "few_split_lone":
+                block_m, block_n, splits = _lone_split(n_cols, elem_bytes, max_splits, f)
+            else:
+                block_m, block_n, splits = _decode_split(n_cols, elem_bytes, f, "row" if rows == "few_split_row" else "rows")
+            fewest = f.min_warps if rows in ("few_split_sparse", "few_split_lone") else 1
             warps = max(fewest, block_m * block_n // (32 * f.max_thread_elems))
             return ForwardConfig("rows", block_m, block_n, splits, warps, "before_sum")
         block_n = triton.next_power_of_2(n_cols)
@@ -384,13 +401,26 @@ def _forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
     return dataclasses.replace(f.split, splits=splits)
 
 
-def _decode_split(n_cols: int, elem_bytes: int, f: ForwardSettings, one_row: bool) -> tuple[int, int, int]:
+def _decode_split(n_cols: int, elem_bytes: int, f: ForwardSettings, tile: str) -> tuple[int, int, int]:
     # (block_m, block_n, splits) of a decode row over programs (one program a row would leave its bytes to
-    # one SM): split's columns and as many rows as the tile's bytes hold, or one row of them.
-    # Plain ints: the launch asks on every decode call (host time).
-    tile = f.few_rows_split_tile_bytes // elem_bytes
-    block_n = tile if one_row else f.split.block_n
-    return max(1, tile // block_n), block_n, -(-n_cols // block_n)
+    # one SM): tile "rows", split's columns and as many rows as the tile's bytes hold; "row", one row of
+    # them; "half", two rows of half of them. Plain ints: the launch asks on every decode call (host time).
+    elems = f.few_rows_split_tile_bytes // elem_bytes
+    if tile == "rows":
+        block_m, block_n = max(1, elems // f.split.block_n), f.split.block_n
+    else:
+        block_m, block_n = (1, elems) if tile == "row" else (2, max(1, elems // 2))
+    return block_m, block_n, -(-n_cols // block_n)
+
+
+def _lone_split(n_cols: int, elem_bytes: int, max_splits: int, f: ForwardSettings) -> tuple[int, int, int]:
+    # A lone row's pieces: half the tile's bytes each, in a two-row tile (its second row empty), while the
+    # row has at most few_rows_split_lone_max_pieces of them; past that, the tile's bytes each.
+    half = _decode_split(n_cols, elem_bytes, f, "half")
+    if half[2] <= min(f.few_rows_split_lone_max_pieces, max_splits):
+        return half
+    row = _decode_split(n_cols, elem_bytes, f, "row")
+    return row if row[2] <= max_splits else _decode_split(n_cols, elem_bytes, f, "rows")
 
 
 def forward_candidates(n_cols: int, elem_bytes: int, max_splits: int, settings: Settings = HOPPER,

@@ -272,24 +272,32 @@ def test_wider_decode_tiles_load_the_weight_before_the_row_sums(n, elem_bytes):
 
 
 @pytest.mark.parametrize("elem_bytes", [2, 4])
-@pytest.mark.parametrize("n", WIDTHS + [16392, 18432, 20480, 24576, 28672, 30720, 12288])
-def test_decode_rows_over_32_kib_split_while_a_row_has_1280_bytes_for_each_row(n, elem_bytes):
+@pytest.mark.parametrize("n", WIDTHS + [16392, 18432, 20480, 24576, 28672, 29696, 30720, 9216, 12288, 14336, 14848])
+def test_decode_rows_over_32_kib_split_while_a_row_has_enough_bytes_for_each_row(n, elem_bytes):
     # docs/tuning.md#forward-decode-split-rows: a whole row streams through one SM, up to 34% behind the split
     # at 1-32 tokens, 18432-32768 wide; the split grid's time grows with the rows, and the whole row leads
     # from 36-40 rows of 40 KiB, 44 of 48 KiB and 64 or more of 64 KiB (bf16).
     # A split program holds 8 KiB of x: 2 rows of 2048 in bf16, 1 in fp32; past 2 programs an SM (264 on
-    # 132 SMs), 1 row of 8 KiB (bf16 4096 columns). A thread holds 32 elements: 4 warps in bf16, 2 in fp32,
-    # but at least 4 while the grid has a program for 2 SMs or fewer (at most 66 programs).
-    # The edges: 40 KiB rows split up to 32 rows, 48 KiB up to 38, 64 KiB up to 51.
-    for rows in (1, 2, 8, 16, 17, 26, 27, 32, 33, 35, 36, 38, 39, 48, 51, 52, 64, 132):
+    # 132 SMs), 1 row of 8 KiB (bf16 4096 columns). A lone row: pieces of 4 KiB, two rows a tile (the second
+    # empty), while at most 14 of them (bf16 28672 wide, fp32 14336), else one row of 8 KiB.
+    # A thread holds 32 elements: 4 warps in bf16, 2 in fp32, but at least 4 while the grid has a program
+    # for 2 SMs or fewer (at most 66 programs).
+    # The edges: rows x 1280 bytes at most the row's bytes: rows of 40 KiB split up to 32 rows, 48 KiB up
+    # to 38, 64 KiB up to 51. An fp32 whole row's threads hold 16 elements, not 32, and cost less: also rows x
+    # 384 bytes at most its bytes past 32 KiB: fp32 rows of 36 KiB split up to 10 rows, 40 KiB up to 21.
+    for rows in (1, 2, 8, 10, 11, 16, 17, 21, 22, 26, 27, 32, 33, 35, 36, 38, 39, 48, 51, 52, 64, 132):
+        edge = 1280 * rows <= n * elem_bytes and (elem_bytes == 2 or 384 * rows <= n * elem_bytes - 32768)
         two_rows = {2: 2, 4: 1}[elem_bytes]
         programs = -(-rows // two_rows) * triton.cdiv(n, 2048)
         block_m, block_n = (1, 8192 // elem_bytes) if programs > 264 else (two_rows, 2048)
+        if rows == 1:  # a lone row: 4 KiB pieces in a two-row tile while at most 14, else 8 KiB ones
+            pieces = triton.cdiv(n * elem_bytes, 4096)
+            block_m, block_n = (2, 4096 // elem_bytes) if pieces <= 14 else (1, 8192 // elem_bytes)
         warps = max(4 if programs <= 66 else 1, block_m * block_n // 1024)
         for stores in (True, False):
             cfg = forward_config(n, elem_bytes, 132, n_rows=rows, stores_residual=stores)
             whole_row = n * elem_bytes <= MAX_TILE_BYTES
-            if whole_row and n * elem_bytes > 32768 and rows * 1280 <= n * elem_bytes:
+            if whole_row and n * elem_bytes > 32768 and edge:
                 assert cfg == ForwardConfig("rows", block_m, block_n, triton.cdiv(n, block_n), warps,
                                             "before_sum"), (rows, stores)
             elif whole_row:
@@ -301,10 +309,11 @@ def test_decode_rows_over_32_kib_split_while_a_row_has_1280_bytes_for_each_row(n
 def test_the_decode_split_edge_follows_the_row_bytes():
     # The measured edges (docs/tuning.md#forward-decode-split-rows): the last split row count per width.
     last = {}
-    for n, elem_bytes in ((20480, 2), (24576, 2), (12288, 4), (32768, 2), (16384, 4)):
+    for n, elem_bytes in ((20480, 2), (24576, 2), (12288, 4), (32768, 2), (16384, 4), (10240, 4), (9216, 4)):
         last[n, elem_bytes] = max(r for r in range(1, 133)
                                   if forward_config(n, elem_bytes, 132, n_rows=r).splits > 1)
-    assert last == {(20480, 2): 32, (24576, 2): 38, (12288, 4): 38, (32768, 2): 51, (16384, 4): 51}
+    assert last == {(20480, 2): 32, (24576, 2): 38, (12288, 4): 38, (32768, 2): 51, (16384, 4): 51, (10240, 4): 21,
+                    (9216, 4): 10}
     # No rows, no split grid.
     assert forward_config(32768, 2, 132, n_rows=0).splits == 1
 
