@@ -13,8 +13,9 @@ Forward paths:
 * ``rows`` -- a program holds a [block_m, block_n] tile of rows in registers.
   While a row holds at most ``max_tile_bytes`` the tile spans whole rows
   (splits = 1); wider rows, and decode rows over ``few_rows_split_min_bytes``
-  with at least ``few_rows_split_bytes_per_row`` bytes for each row of the
-  launch, are split over ``splits`` adjacent programs that exchange partial sums
+  with enough bytes for each row of the launch (``few_rows_split_bytes_per_row``
+  and, in fp32, ``few_rows_split_light_bytes_per_row`` past that minimum), are
+  split over ``splits`` adjacent programs that exchange partial sums
   of squares and wait for each other (GPU only: the interpreter runs programs
   one after another, so a waiting program would wait forever). Either way x
   and residual are read once and y written once.
@@ -337,10 +338,10 @@ def _row_class(n_rows: int | None, n_cols: int, elem_bytes: int, max_splits: int
                 # the split's exchange is paid for by the row's bytes past it only.
                 fits = fits and n_rows * f.few_rows_split_light_bytes_per_row <= row_bytes - f.few_rows_split_min_bytes
             if splits <= max_splits and fits:
-                # Past a few programs an SM, groups of rows over many programs wait the longest; a sparse
-                # grid leaves each program's SM to it, and more warps keep more loads in flight.
                 if n_rows == 1:
                     return "few_split_lone"
+                # Past a few programs an SM, groups of rows over many programs wait the longest; a sparse
+                # grid leaves each program's SM to it, and more warps keep more loads in flight.
                 programs = -(-n_rows // block_m) * splits
                 if (programs > f.few_rows_split_programs_per_sm * max_splits
                         and _decode_split(n_cols, elem_bytes, f, "row")[2] <= max_splits):
