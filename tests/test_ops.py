@@ -224,8 +224,8 @@ def test_split_path_settings_match_reference(block_m, block_n, warps, weight_loa
 def test_decode_rows_split_or_not_by_the_row_count_at_one_width(dtype, n, row_counts, tiles):
     # docs/tuning.md#forward-decode-split-rows: few rows split over programs of 2 rows (bf16); a lone bf16 row
     # of 32768 (16 pieces of 4 KiB are too many) over programs of 1 row, as 40 rows are where they crowd 132
-    # SMs; 64 rows are whole. fp32 takes 4 warps and 4 KiB pieces at 1 row, 2 warps at 16. The launch caches a compiled kernel per choice: alternating row
-    # counts must not share one.
+    # SMs; 64 rows are whole. fp32 takes 4 warps and 4 KiB pieces at 1 row, 2 warps at 16. The launch
+    # caches a compiled kernel per choice: alternating row counts must not share one.
     from fusedkernel.kernels import launch
     from fusedkernel.kernels.config import forward_config
     from fusedkernel.kernels.launch import _sm_count

@@ -202,7 +202,7 @@ class ForwardSettings:
     few_rows_split_programs_per_sm: int  # ...and past this many programs an SM a program holds one row of the
     # tile's bytes...
     few_rows_split_lone_max_pieces: int  # ...but a lone row splits into pieces of half the tile's bytes, two
-    # rows a tile, while it has at most this many: docs/tuning.md#forward-decode-split-rows
+    # rows a tile, while it has at most this many, at min_warps: docs/tuning.md#forward-decode-split-rows
     persistent_tile_bytes: int  # whole-row tiles of this many bytes (one program an SM) with more than...
     persistent_min_rows_per_sm: int  # ...this many rows per SM...
     persistent_max_rows_per_sm: int  # ...and at most this many: the persistent path at max_warps, one
@@ -313,7 +313,8 @@ def forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Sett
 
 def _row_class(n_rows: int | None, n_cols: int, elem_bytes: int, max_splits: int, settings: Settings) -> str:
     # "few" (at most max_splits rows), "few_split" (few rows, each at least few_rows_split_bytes_per_row bytes
-    # for each row of the launch: _decode_split's), "few_split_sparse" (as few_split, with at least
+    # for each row of the launch, and in a light row few_rows_split_light_bytes_per_row past
+    # few_rows_split_min_bytes: _decode_split's), "few_split_sparse" (as few_split, with at least
     # few_rows_split_sms_per_program SMs for each program), "few_split_row" (as few_split, with more than
     # few_rows_split_programs_per_sm programs an SM: one row a program, the same tile where one row
     # fills it), "few_split_lone" (as few_split, one row: _lone_split's pieces), "band" (the persistent grid's
@@ -333,7 +334,7 @@ def _row_class(n_rows: int | None, n_cols: int, elem_bytes: int, max_splits: int
             block_m, _, splits = _decode_split(n_cols, elem_bytes, f, "rows")
             row_bytes = n_cols * elem_bytes
             fits = 0 < n_rows * f.few_rows_split_bytes_per_row <= row_bytes
-            if (n_cols - 1).bit_length() < (32 * f.max_warps * f.max_thread_elems).bit_length() - 1:
+            if triton.next_power_of_2(n_cols) < 32 * f.max_warps * f.max_thread_elems:
                 # A whole row whose threads hold fewer elements costs less: near few_rows_split_min_bytes
                 # the split's exchange is paid for by the row's bytes past it only.
                 fits = fits and n_rows * f.few_rows_split_light_bytes_per_row <= row_bytes - f.few_rows_split_min_bytes
@@ -372,7 +373,8 @@ def _forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
             if rows == "few_split_lone":
                 block_m, block_n, splits = _lone_split(n_cols, elem_bytes, max_splits, f)
             else:
-                block_m, block_n, splits = _decode_split(n_cols, elem_bytes, f, "row" if rows == "few_split_row" else "rows")
+                tile = "row" if rows == "few_split_row" else "rows"
+                block_m, block_n, splits = _decode_split(n_cols, elem_bytes, f, tile)
             fewest = f.min_warps if rows in ("few_split_sparse", "few_split_lone") else 1
             warps = max(fewest, block_m * block_n // (32 * f.max_thread_elems))
             return ForwardConfig("rows", block_m, block_n, splits, warps, "before_sum")
@@ -416,7 +418,8 @@ def _decode_split(n_cols: int, elem_bytes: int, f: ForwardSettings, tile: str) -
 
 def _lone_split(n_cols: int, elem_bytes: int, max_splits: int, f: ForwardSettings) -> tuple[int, int, int]:
     # A lone row's pieces: half the tile's bytes each, in a two-row tile (its second row empty), while the
-    # row has at most few_rows_split_lone_max_pieces of them; past that, the tile's bytes each.
+    # row has at most few_rows_split_lone_max_pieces of them; past that, the tile's bytes each, unless a
+    # tile narrower than split's columns (other settings) would outnumber the SMs: then split's columns.
     half = _decode_split(n_cols, elem_bytes, f, "half")
     if half[2] <= min(f.few_rows_split_lone_max_pieces, max_splits):
         return half

@@ -326,6 +326,9 @@ def test_a_one_row_split_tile_never_outnumbers_the_sms():
     cfg = forward_config(16384, 4, 10, narrow, n_rows=3)
     assert (cfg.block_m, cfg.block_n, cfg.splits) == (1, 2048, 8)
     assert forward_config(16384, 4, 16, narrow, n_rows=5).splits == 16  # crowded, and 1 x 1024 fits 16 SMs
+    # A lone row: 32 pieces of 2 KiB are too many; one row of 1024 columns where 16 fit the SMs, else 2048.
+    lone = {sms: forward_config(16384, 4, sms, narrow, n_rows=1) for sms in (10, 16)}
+    assert {sms: (c.block_m, c.block_n, c.splits) for sms, c in lone.items()} == {10: (1, 2048, 8), 16: (1, 1024, 16)}
 
 
 def test_crowded_decode_splits_hold_one_row_a_program():
