@@ -255,10 +255,8 @@ HOPPER = Settings(
         few_rows_y_only_max_tile=8192, few_rows_thread_max_tile=8192, max_thread_elems=32, min_warps=4, max_warps=32,
         weight_first_max_n=8192, after_sum_max_tile_bytes=32768, few_rows_split_min_bytes=32768,
         few_rows_split_tile_bytes=8192, few_rows_split_bytes_per_row=1280, few_rows_split_light_bytes_per_row=384,
-        few_rows_split_sms_per_program=2,
-        few_rows_split_programs_per_sm=2, few_rows_split_lone_max_pieces=14,
-        persistent_tile_bytes=32768, persistent_min_rows_per_sm=2,
-        persistent_max_rows_per_sm=8,
+        few_rows_split_sms_per_program=2, few_rows_split_programs_per_sm=2, few_rows_split_lone_max_pieces=14,
+        persistent_tile_bytes=32768, persistent_min_rows_per_sm=2, persistent_max_rows_per_sm=8,
         split=ForwardConfig("rows", 2, 2048, 1, 4),
         looped=ForwardConfig("looped", 1, 4096, 1, 8)),
     backward=BackwardSettings(
