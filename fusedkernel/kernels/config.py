@@ -187,6 +187,11 @@ class ForwardSettings:
     max_thread_elems: int  # ...and enough that no thread holds more tile elements than this...
     min_warps: int  # ...at least this many...
     max_warps: int  # ...at most this many
+    few_rows_sparse_sms_per_row: int  # but decode rows with this many SMs each, in tiles past
+    # few_rows_thread_max_tile with the residual stored, take a warp per...
+    few_rows_sparse_bytes_per_warp: int  # ...this many tile bytes (at least min_warps) or, y only, in tiles over...
+    few_rows_sparse_y_only_min_bytes: int  # ...this many bytes...
+    few_rows_sparse_y_only_warps: int  # ...this many, the weight first: docs/tuning.md#forward-sparse-decode-warps
     weight_first_max_n: int  # whole rows up to this width load the weight first where the residual is stored
     # (decode: up to few_rows_max_tile, wider decode tiles before the row sums); without that store every
     # whole row does: docs/tuning.md#forward-weight-first, docs/tuning.md#forward-decode-weight-before-the-sums
@@ -253,6 +258,8 @@ HOPPER = Settings(
     forward=ForwardSettings(
         max_tile_bytes=65536, narrow_tile_elems=2048, bytes_per_warp=1280, few_rows_warps=2, few_rows_max_tile=4096,
         few_rows_y_only_max_tile=8192, few_rows_thread_max_tile=8192, max_thread_elems=32, min_warps=4, max_warps=32,
+        few_rows_sparse_sms_per_row=8, few_rows_sparse_bytes_per_warp=8192, few_rows_sparse_y_only_min_bytes=16384,
+        few_rows_sparse_y_only_warps=8,
         weight_first_max_n=8192, after_sum_max_tile_bytes=32768, few_rows_split_min_bytes=32768,
         few_rows_split_tile_bytes=8192, few_rows_split_bytes_per_row=1280, few_rows_split_light_bytes_per_row=384,
         few_rows_split_sms_per_program=2, few_rows_split_programs_per_sm=2, few_rows_split_lone_max_pieces=14,
@@ -315,8 +322,8 @@ def _row_class(n_rows: int | None, n_cols: int, elem_bytes: int, max_splits: int
     # few_rows_split_min_bytes: _decode_split's), "few_split_sparse" (as few_split, with at least
     # few_rows_split_sms_per_program SMs for each program), "few_split_row" (as few_split, with more than
     # few_rows_split_programs_per_sm programs an SM: one row a program, the same tile where one row
-    # fills it), "few_split_lone" (as few_split, one row: _lone_split's pieces), "band" (the persistent grid's
-    # row counts) or "many".
+    # fills it), "few_split_lone" (as few_split, one row: _lone_split's pieces), "few_sparse" (few, with at
+    # least few_rows_sparse_sms_per_row SMs a row), "band" (the persistent grid's row counts) or "many".
     if n_rows is None:
         return "many"
     if type(n_rows) is not int or n_rows < 0:
@@ -346,14 +353,14 @@ def _row_class(n_rows: int | None, n_cols: int, elem_bytes: int, max_splits: int
                         and _decode_split(n_cols, elem_bytes, f, "row")[2] <= max_splits):
                     return "few_split_row"
                 return "few_split_sparse" if programs * f.few_rows_split_sms_per_program <= max_splits else "few_split"
-        return "few"
+        return "few_sparse" if n_rows * f.few_rows_sparse_sms_per_row <= max_splits else "few"
     if f.persistent_min_rows_per_sm * max_splits < n_rows <= f.persistent_max_rows_per_sm * max_splits:
         return "band"
     return "many"
 
 
 _SPLIT = ("few_split", "few_split_sparse", "few_split_row", "few_split_lone")  # _row_class's decode split classes
-_FEW = ("few", *_SPLIT)
+_FEW = ("few", "few_sparse", *_SPLIT)
 
 
 # typed: 16384.0 must not hit 16384's entry and skip the argument checks.
@@ -380,6 +387,14 @@ def _forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
         block_m = 1 if few_rows else max(1, f.narrow_tile_elems // block_n)
         if block_n * elem_bytes == f.persistent_tile_bytes and rows == "band":
             return ForwardConfig("persistent", block_m, block_n, 1, f.max_warps, "first", 1)
+        if rows == "few_sparse" and (block_n > f.few_rows_thread_max_tile if stores_residual
+                                     else block_n * elem_bytes > f.few_rows_sparse_y_only_min_bytes):
+            # Each row alone on its SM, with others far apart, waits on its own loads: fewer warps keep more
+            # of them in flight each, the weight's with them (docs/tuning.md#forward-sparse-decode-warps).
+            warps = f.few_rows_sparse_y_only_warps
+            if stores_residual:
+                warps = min(f.max_warps, max(f.min_warps, block_n * elem_bytes // f.few_rows_sparse_bytes_per_warp))
+            return ForwardConfig("rows", 1, block_n, 1, warps, "first")
         warps = 1 << (max(1, n_cols * elem_bytes // f.bytes_per_warp).bit_length() - 1)
         if few_rows:
             boosted = f.few_rows_max_tile if stores_residual else f.few_rows_y_only_max_tile

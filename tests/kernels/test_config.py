@@ -38,7 +38,7 @@ def test_every_column_is_covered(n, max_splits, elem_bytes):
         assert cfg.block_n * (cfg.splits - 1) < n
         # Whole narrow rows load the weight first; elsewhere its registers cost more.
         assert (cfg.weight_load == "first") == (cfg.splits == 1 and cfg.block_n <= WEIGHT_FIRST_MAX_N)
-        few = forward_config(n, elem_bytes, max_splits, n_rows=1)
+        few = forward_config(n, elem_bytes, max_splits, n_rows=max_splits)
         assert (few.weight_load == "first") == (few.splits == 1 and few.block_n <= F.few_rows_max_tile)
     else:
         assert cfg.path == "looped" and n * elem_bytes > MAX_TILE_BYTES
@@ -222,6 +222,30 @@ def test_whole_row_warps_follow_the_row_bytes_and_the_row_count(n, elem_bytes):
     assert (few.weight_load == "first") == (few.block_n <= 4096)
 
 
+# (n, elem_bytes) -> (warps, weight load) of a sparse decode row (1-16 rows on 132 SMs), with the residual
+# stored and y only (docs/tuning.md#forward-sparse-decode-warps): with the residual stored, tiles past 8192
+# elements take a warp per 8 KiB of tile, the weight first; y only, tiles over 16 KiB take 8 warps, the weight
+# first; other tiles as at 17-132 rows.
+SPARSE = {(4096, 2): ((8, "first"), (8, "first")), (8192, 2): ((8, "before_sum"), (16, "first")),
+          (8200, 2): ((4, "first"), (8, "first")), (12288, 2): ((4, "first"), (8, "first")),
+          (16384, 2): ((4, "first"), (8, "first")), (4096, 4): ((16, "first"), (16, "first")),
+          (4104, 4): ((8, "before_sum"), (8, "first")), (5120, 4): ((8, "before_sum"), (8, "first")),
+          (8200, 4): ((8, "first"), (8, "first"))}
+
+
+@pytest.mark.parametrize("n, elem_bytes", SPARSE)
+def test_sparse_decode_rows_take_their_own_warps_and_the_weight_first(n, elem_bytes):
+    for stores, want in zip((True, False), SPARSE[n, elem_bytes]):
+        sparse = [forward_config(n, elem_bytes, 132, n_rows=rows, stores_residual=stores) for rows in (1, 16)]
+        assert {(c.path, c.block_m, c.splits, c.num_warps, c.weight_load) for c in sparse} == {("rows", 1, 1, *want)}
+        # Past a row for 8 SMs, the decode rule's warps and weight load.
+        assert (forward_config(n, elem_bytes, 132, n_rows=17, stores_residual=stores)
+                == forward_config(n, elem_bytes, 132, n_rows=132, stores_residual=stores))
+    # The same 16 rows on 256 SMs are sparse too; on 64 they are not.
+    assert forward_config(n, elem_bytes, 256, n_rows=32) == forward_config(n, elem_bytes, 256, n_rows=1)
+    assert forward_config(n, elem_bytes, 64, n_rows=16) == forward_config(n, elem_bytes, 64, n_rows=64)
+
+
 @pytest.mark.parametrize("n_rows", [True, -1, 512.0, "512"])
 def test_n_rows_must_be_none_or_a_count(n_rows):
     with pytest.raises(ValueError, match="n_rows must be None or an int >= 0"):
@@ -243,17 +267,20 @@ def test_without_a_residual_store_whole_rows_load_the_weight_first(n, n_rows, el
     assert dataclasses.replace(plain, weight_load=stored.weight_load, num_warps=stored.num_warps) == stored
 
 
-# (n, elem_bytes) -> weight first: many rows with the residual stored, decode with it stored, y only
-# (docs/tuning.md#forward-weight-first).
-WEIGHT_FIRST = {(2880, 2): (True, True, True), (4096, 2): (True, True, True), (5120, 2): (True, False, True),
-                (8192, 2): (True, False, True), (8200, 2): (False, False, True), (16384, 2): (False, False, True),
-                (2048, 4): (True, True, True), (4096, 4): (True, True, True), (8192, 4): (True, False, True)}
+# (n, elem_bytes) -> weight first: many rows with the residual stored, decode (132 rows) with it stored, a
+# sparse decode (1 row) with it stored, y only (docs/tuning.md#forward-weight-first,
+# docs/tuning.md#forward-sparse-decode-warps).
+WEIGHT_FIRST = {(2880, 2): (True, True, True, True), (4096, 2): (True, True, True, True),
+                (5120, 2): (True, False, False, True), (8192, 2): (True, False, False, True),
+                (8200, 2): (False, False, True, True), (16384, 2): (False, False, True, True),
+                (2048, 4): (True, True, True, True), (4096, 4): (True, True, True, True),
+                (8192, 4): (True, False, False, True)}
 
 
 @pytest.mark.parametrize("n, elem_bytes", WEIGHT_FIRST)
 def test_weight_first_follows_the_tile_and_the_residual_store(n, elem_bytes):
     got = tuple(forward_config(n, elem_bytes, 132, n_rows=rows, stores_residual=r).weight_load == "first"
-                for rows, r in ((None, True), (1, True), (1, False)))
+                for rows, r in ((None, True), (132, True), (1, True), (1, False)))
     assert got == WEIGHT_FIRST[n, elem_bytes]
 
 
@@ -262,7 +289,7 @@ def test_weight_first_follows_the_tile_and_the_residual_store(n, elem_bytes):
 def test_wider_decode_tiles_load_the_weight_before_the_row_sums(n, elem_bytes):
     # docs/tuning.md#forward-decode-weight-before-the-sums: with the residual stored, a decode tile
     # past few_rows_max_tile loads the weight between the rows and their sums; many rows wait for rstd.
-    few, many = (forward_config(n, elem_bytes, 132, n_rows=rows) for rows in (1, None))
+    few, many = (forward_config(n, elem_bytes, 132, n_rows=rows) for rows in (132, None))
     if few.splits == 1 and few.path == "rows":
         assert few.weight_load == ("before_sum" if few.block_n > F.few_rows_max_tile else "first")
     if many.splits == 1 and many.path == "rows":
