@@ -186,15 +186,17 @@ class ForwardSettings:
     few_rows_thread_max_tile: int  # ...except, with the residual stored, tiles up to this many: min_warps...
     max_thread_elems: int  # ...and enough that no thread holds more tile elements than this...
     min_warps: int  # ...at least this many...
-    max_warps: int  # ...at most this many
-    few_rows_sparse_sms_per_row: int  # but decode rows with this many SMs each, in tiles past
-    # few_rows_thread_max_tile with the residual stored, take a warp per...
-    few_rows_sparse_bytes_per_warp: int  # ...this many tile bytes (at least min_warps) or, y only, in tiles over...
+    max_warps: int  # ...at most this many...
+    few_rows_sparse_sms_per_row: int  # ...but decode rows with at least this many SMs each take fewer (their
+    # threads hold more): in tiles past few_rows_thread_max_tile with the residual stored, a warp per...
+    few_rows_sparse_bytes_per_warp: int  # ...this many tile bytes, a power of two, or, y only, in tiles over...
     few_rows_sparse_y_only_min_bytes: int  # ...this many bytes...
-    few_rows_sparse_y_only_warps: int  # ...this many, the weight first: docs/tuning.md#forward-sparse-decode-warps
+    few_rows_sparse_y_only_warps: int  # ...this many warps (min_warps to max_warps), the weight first:
+    # docs/tuning.md#forward-sparse-decode-warps
     weight_first_max_n: int  # whole rows up to this width load the weight first where the residual is stored
-    # (decode: up to few_rows_max_tile, wider decode tiles before the row sums); without that store every
-    # whole row does: docs/tuning.md#forward-weight-first, docs/tuning.md#forward-decode-weight-before-the-sums
+    # (decode: up to few_rows_max_tile, wider decode tiles before the row sums but sparse decode's first);
+    # without that store every whole row does: docs/tuning.md#forward-weight-first,
+    # docs/tuning.md#forward-decode-weight-before-the-sums
     after_sum_max_tile_bytes: int  # wider many-row tiles load it after the row sums up to this many bytes;
     # wider ones (one program an SM) before them: docs/tuning.md#forward-whole-row-tiles
     few_rows_split_min_bytes: int  # decode rows wider than this many bytes split over programs of split's
@@ -389,12 +391,12 @@ def _forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
             return ForwardConfig("persistent", block_m, block_n, 1, f.max_warps, "first", 1)
         if rows == "few_sparse" and (block_n > f.few_rows_thread_max_tile if stores_residual
                                      else block_n * elem_bytes > f.few_rows_sparse_y_only_min_bytes):
-            # Each row alone on its SM, with others far apart, waits on its own loads: fewer warps keep more
-            # of them in flight each, the weight's with them (docs/tuning.md#forward-sparse-decode-warps).
+            # A row alone on its SM is a chain of latencies: fewer warps meet at a cheaper reduction, and
+            # the weight comes with the loads (docs/tuning.md#forward-sparse-decode-warps).
             warps = f.few_rows_sparse_y_only_warps
             if stores_residual:
-                warps = min(f.max_warps, max(f.min_warps, block_n * elem_bytes // f.few_rows_sparse_bytes_per_warp))
-            return ForwardConfig("rows", 1, block_n, 1, warps, "first")
+                warps = 1 << (max(1, block_n * elem_bytes // f.few_rows_sparse_bytes_per_warp).bit_length() - 1)
+            return ForwardConfig("rows", 1, block_n, 1, min(f.max_warps, max(f.min_warps, warps)), "first")
         warps = 1 << (max(1, n_cols * elem_bytes // f.bytes_per_warp).bit_length() - 1)
         if few_rows:
             boosted = f.few_rows_max_tile if stores_residual else f.few_rows_y_only_max_tile

@@ -40,6 +40,11 @@ def test_every_column_is_covered(n, max_splits, elem_bytes):
         assert (cfg.weight_load == "first") == (cfg.splits == 1 and cfg.block_n <= WEIGHT_FIRST_MAX_N)
         few = forward_config(n, elem_bytes, max_splits, n_rows=max_splits)
         assert (few.weight_load == "first") == (few.splits == 1 and few.block_n <= F.few_rows_max_tile)
+        # A sparse decode row (one on 132 SMs) past few_rows_thread_max_tile loads it first.
+        lone = forward_config(n, elem_bytes, max_splits, n_rows=1)
+        if max_splits == 132 and lone.splits == 1:
+            wide = lone.block_n > F.few_rows_thread_max_tile
+            assert (lone.weight_load == "first") == (lone.block_n <= F.few_rows_max_tile or wide)
     else:
         assert cfg.path == "looped" and n * elem_bytes > MAX_TILE_BYTES
 
@@ -241,9 +246,24 @@ def test_sparse_decode_rows_take_their_own_warps_and_the_weight_first(n, elem_by
         # Past a row for 8 SMs, the decode rule's warps and weight load.
         assert (forward_config(n, elem_bytes, 132, n_rows=17, stores_residual=stores)
                 == forward_config(n, elem_bytes, 132, n_rows=132, stores_residual=stores))
-    # The same 16 rows on 256 SMs are sparse too; on 64 they are not.
-    assert forward_config(n, elem_bytes, 256, n_rows=32) == forward_config(n, elem_bytes, 256, n_rows=1)
-    assert forward_config(n, elem_bytes, 64, n_rows=16) == forward_config(n, elem_bytes, 64, n_rows=64)
+    # The edge follows the SM count: 32 rows on 256 SMs are sparse, 33 are not; 16 rows on 64 SMs are not.
+    if n * elem_bytes <= 32768:  # wider rows split at some of these counts
+        sparse, dense = SPARSE[n, elem_bytes][0], forward_config(n, elem_bytes, 256, n_rows=256)
+        assert (forward_config(n, elem_bytes, 256, n_rows=32).num_warps,
+                forward_config(n, elem_bytes, 256, n_rows=32).weight_load) == sparse
+        assert forward_config(n, elem_bytes, 256, n_rows=33) == dense
+        assert forward_config(n, elem_bytes, 64, n_rows=16) == forward_config(n, elem_bytes, 64, n_rows=64)
+
+
+def test_sparse_decode_warps_under_other_settings_stay_a_power_of_two_within_the_limits():
+    # A byte count per warp that is not a power of two rounds down; both counts keep min_warps..max_warps.
+    odd = dataclasses.replace(HOPPER, forward=dataclasses.replace(
+        HOPPER.forward, few_rows_sparse_bytes_per_warp=12288, few_rows_sparse_y_only_warps=8, max_warps=4))
+    assert forward_config(8200, 4, 132, odd, n_rows=1).num_warps == 4  # 64 KiB / 12 KiB = 5 -> 4, at most 4
+    assert forward_config(8200, 2, 132, odd, n_rows=1, stores_residual=False).num_warps == 4
+    wide = dataclasses.replace(HOPPER, forward=dataclasses.replace(HOPPER.forward, few_rows_sparse_bytes_per_warp=12288))
+    assert forward_config(8200, 4, 132, wide, n_rows=1).num_warps == 4
+    assert forward_config(8200, 2, 132, wide, n_rows=1).num_warps == 4  # 32 KiB / 12 KiB = 2 -> min_warps
 
 
 @pytest.mark.parametrize("n_rows", [True, -1, 512.0, "512"])
