@@ -395,9 +395,9 @@ def _forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
             # the weight comes with the loads (docs/tuning.md#forward-sparse-decode-warps).
             warps = f.few_rows_sparse_y_only_warps
             if stores_residual:
-                warps = 1 << (max(1, block_n * elem_bytes // f.few_rows_sparse_bytes_per_warp).bit_length() - 1)
+                warps = _pow2_at_most(block_n * elem_bytes // f.few_rows_sparse_bytes_per_warp)
             return ForwardConfig("rows", 1, block_n, 1, min(f.max_warps, max(f.min_warps, warps)), "first")
-        warps = 1 << (max(1, n_cols * elem_bytes // f.bytes_per_warp).bit_length() - 1)
+        warps = _pow2_at_most(n_cols * elem_bytes // f.bytes_per_warp)
         if few_rows:
             boosted = f.few_rows_max_tile if stores_residual else f.few_rows_y_only_max_tile
             if block_n <= boosted:
@@ -417,6 +417,11 @@ def _forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
     if splits > max_splits:
         return f.looped
     return dataclasses.replace(f.split, splits=splits)
+
+
+def _pow2_at_most(count: int) -> int:
+    # The largest power of two <= count, at least 1: warp and row counts taken per so many bytes.
+    return 1 << (max(1, count).bit_length() - 1)
 
 
 def _decode_split(n_cols: int, elem_bytes: int, f: ForwardSettings, tile: str) -> tuple[int, int, int]:
@@ -540,7 +545,7 @@ def backward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
         return b.columns
     # Rows in flight per SM by their bytes; as many threads as the registers
     # hold with those rows without spilling (docs/tuning.md#backward-whole-rows).
-    rows_per_sm = min(b.max_rows_per_sm, 1 << (max(1, b.row_bytes_per_sm // row_bytes).bit_length() - 1))
+    rows_per_sm = min(b.max_rows_per_sm, _pow2_at_most(b.row_bytes_per_sm // row_bytes))
     threads = b.threads_per_sm if rows_per_sm * tile_bytes <= b.resident_tile_bytes else b.wide_threads_per_sm
     per_sm = min(rows_per_sm, threads // (32 * b.min_warps))
     warps = threads // (32 * per_sm)

@@ -248,9 +248,8 @@ def test_sparse_decode_rows_take_their_own_warps_and_the_weight_first(n, elem_by
                 == forward_config(n, elem_bytes, 132, n_rows=132, stores_residual=stores))
     # The edge follows the SM count: 32 rows on 256 SMs are sparse, 33 are not; 16 rows on 64 SMs are not.
     if n * elem_bytes <= 32768:  # wider rows split at some of these counts
-        sparse, dense = SPARSE[n, elem_bytes][0], forward_config(n, elem_bytes, 256, n_rows=256)
-        assert (forward_config(n, elem_bytes, 256, n_rows=32).num_warps,
-                forward_config(n, elem_bytes, 256, n_rows=32).weight_load) == sparse
+        sparse, dense = forward_config(n, elem_bytes, 256, n_rows=32), forward_config(n, elem_bytes, 256, n_rows=256)
+        assert (sparse.num_warps, sparse.weight_load) == SPARSE[n, elem_bytes][0]
         assert forward_config(n, elem_bytes, 256, n_rows=33) == dense
         assert forward_config(n, elem_bytes, 64, n_rows=16) == forward_config(n, elem_bytes, 64, n_rows=64)
 
