@@ -189,10 +189,12 @@ class ForwardSettings:
     max_warps: int  # ...at most this many...
     few_rows_sparse_sms_per_row: int  # ...but decode rows with at least this many SMs each take fewer (their
     # threads hold more): in tiles past few_rows_thread_max_tile with the residual stored, a warp per...
-    few_rows_sparse_bytes_per_warp: int  # ...this many tile bytes, a power of two, or, y only, in tiles over...
+    few_rows_sparse_bytes_per_warp: int  # ...this many tile bytes, a power of two (fp16: one per...
+    few_rows_sparse_fp16_bytes_per_warp: int  # ...this many), or, y only (not fp16), in tiles over...
     few_rows_sparse_y_only_min_bytes: int  # ...this many bytes...
-    few_rows_sparse_y_only_warps: int  # ...this many warps (min_warps to max_warps), the weight first:
-    # docs/tuning.md#forward-sparse-decode-warps
+    few_rows_sparse_y_only_warps: int  # ...this many warps (min_warps to max_warps), the weight first, as do
+    # y-only tiles over that many bytes at any decode row count with elements of at least...
+    few_rows_y_only_dense_elem_bytes: int  # ...this many bytes: docs/tuning.md#forward-sparse-decode-warps
     weight_first_max_n: int  # whole rows up to this width load the weight first where the residual is stored
     # (decode: up to few_rows_max_tile, wider decode tiles before the row sums but sparse decode's first);
     # without that store every whole row does: docs/tuning.md#forward-weight-first,
@@ -204,12 +206,16 @@ class ForwardSettings:
     few_rows_split_bytes_per_row: int  # ...the sums, while rows x this many bytes are at most a row's bytes
     few_rows_split_light_bytes_per_row: int  # ...and, where a whole row's threads hold fewer than
     # max_thread_elems at max_warps (fp32), rows x this many are at most its bytes past few_rows_split_min_bytes
-    # (more rows hold whole rows); a thread holds max_thread_elems of the tile, but a program has min_warps...
+    # (more rows hold whole rows), or writing y only, rows x few_rows_split_bytes_per_row its bytes past...
+    few_rows_split_y_only_light_min_bytes: int  # ...this many; a thread holds max_thread_elems of the tile,
+    # but a program has min_warps...
     few_rows_split_sms_per_program: int  # ...while the grid has at most a program for this many SMs...
     few_rows_split_programs_per_sm: int  # ...and past this many programs an SM a program holds one row of the
     # tile's bytes...
     few_rows_split_lone_max_pieces: int  # ...but a lone row splits into pieces of half the tile's bytes, two
-    # rows a tile, while it has at most this many, at min_warps: docs/tuning.md#forward-decode-split-rows
+    # rows a tile, while it has at most this many, at min_warps, as does (one row a tile) a lone row of more
+    few_rows_split_lone_min_cols: int  # ...than this many elements short of few_rows_split_min_bytes with the
+    # residual stored: docs/tuning.md#forward-decode-split-rows
     persistent_tile_bytes: int  # whole-row tiles of this many bytes (one program an SM) with more than...
     persistent_min_rows_per_sm: int  # ...this many rows per SM...
     persistent_max_rows_per_sm: int  # ...and at most this many: the persistent path at max_warps, one
@@ -260,12 +266,14 @@ HOPPER = Settings(
     forward=ForwardSettings(
         max_tile_bytes=65536, narrow_tile_elems=2048, bytes_per_warp=1280, few_rows_warps=2, few_rows_max_tile=4096,
         few_rows_y_only_max_tile=8192, few_rows_thread_max_tile=8192, max_thread_elems=32, min_warps=4, max_warps=32,
-        few_rows_sparse_sms_per_row=8, few_rows_sparse_bytes_per_warp=8192, few_rows_sparse_y_only_min_bytes=16384,
-        few_rows_sparse_y_only_warps=8,
+        few_rows_sparse_sms_per_row=8, few_rows_sparse_bytes_per_warp=8192,
+        few_rows_sparse_fp16_bytes_per_warp=2048, few_rows_sparse_y_only_min_bytes=16384,
+        few_rows_sparse_y_only_warps=8, few_rows_y_only_dense_elem_bytes=4,
         weight_first_max_n=8192, after_sum_max_tile_bytes=32768, few_rows_split_min_bytes=32768,
         few_rows_split_tile_bytes=8192, few_rows_split_bytes_per_row=1280, few_rows_split_light_bytes_per_row=384,
-        few_rows_split_sms_per_program=2, few_rows_split_programs_per_sm=2, few_rows_split_lone_max_pieces=14,
-        persistent_tile_bytes=32768, persistent_min_rows_per_sm=2, persistent_max_rows_per_sm=8,
+        few_rows_split_y_only_light_min_bytes=53248, few_rows_split_sms_per_program=2, few_rows_split_programs_per_sm=2,
+        few_rows_split_lone_max_pieces=14, few_rows_split_lone_min_cols=14336, persistent_tile_bytes=32768,
+        persistent_min_rows_per_sm=2, persistent_max_rows_per_sm=8,
         split=ForwardConfig("rows", 2, 2048, 1, 4),
         looped=ForwardConfig("looped", 1, 4096, 1, 8)),
     backward=BackwardSettings(
@@ -299,7 +307,7 @@ def _check_table_args(n_cols: object, elem_bytes: object, max_splits: object) ->
 
 
 def forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Settings = HOPPER,
-                   n_rows: int | None = None, stores_residual: bool = True) -> ForwardConfig:
+                   n_rows: int | None = None, stores_residual: bool = True, fp16: bool = False) -> ForwardConfig:
     """Launch settings for rows of ``n_cols`` elements (n_cols >= 1) of ``elem_bytes`` bytes (2 or 4).
 
     ``max_splits``: the most programs a row may be split over, which all
@@ -309,22 +317,28 @@ def forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Sett
     the looped path. ``n_rows``: rows of the launch (None: many). At most
     ``max_splits`` rows are few (a decode step: one program per row, each
     alone on its SM). ``stores_residual``: the launch also writes x +
-    residual (the inference call, forward+residual), not only y. ValueError
-    for any other arguments.
+    residual (the inference call, forward+residual), not only y. ``fp16``:
+    the elements are float16 (elem_bytes 2), whose sparse decode rows keep
+    the decode rule's warps. ValueError for any other arguments.
     """
     # The choice depends on the row count only through its class: cached on
     # that, every prefill length after the first hits the cache.
     return _forward_config(n_cols, elem_bytes, max_splits, settings,
-                           _row_class(n_rows, n_cols, elem_bytes, max_splits, settings), stores_residual)
+                           _row_class(n_rows, n_cols, elem_bytes, max_splits, settings, stores_residual),
+                           stores_residual, fp16)
 
 
-def _row_class(n_rows: int | None, n_cols: int, elem_bytes: int, max_splits: int, settings: Settings) -> str:
+def _row_class(n_rows: int | None, n_cols: int, elem_bytes: int, max_splits: int, settings: Settings,
+               stores_residual: bool = True) -> str:
     # "few" (at most max_splits rows), "few_split" (few rows, each at least few_rows_split_bytes_per_row bytes
     # for each row of the launch, and in a light row few_rows_split_light_bytes_per_row past
-    # few_rows_split_min_bytes: _decode_split's), "few_split_sparse" (as few_split, with at least
+    # few_rows_split_min_bytes, y only its few_rows_split_bytes_per_row past
+    # few_rows_split_y_only_light_min_bytes: _decode_split's),
+    # "few_split_sparse" (as few_split, with at least
     # few_rows_split_sms_per_program SMs for each program), "few_split_row" (as few_split, with more than
     # few_rows_split_programs_per_sm programs an SM: one row a program, the same tile where one row
-    # fills it), "few_split_lone" (as few_split, one row: _lone_split's pieces), "few_sparse" (few, with at
+    # fills it), "few_split_lone" (as few_split, one row, and a lone row over few_rows_split_lone_min_cols with
+    # the residual stored: _lone_split's pieces), "few_sparse" (few, with at
     # least few_rows_sparse_sms_per_row SMs a row), "band" (the persistent grid's row counts) or "many".
     if n_rows is None:
         return "many"
@@ -334,31 +348,48 @@ def _row_class(n_rows: int | None, n_cols: int, elem_bytes: int, max_splits: int
         return "many"
     f = settings.forward
     if n_rows <= max_splits:
-        if (type(n_cols) is int and type(elem_bytes) is int and elem_bytes in (2, 4)
-                and n_cols * elem_bytes > f.few_rows_split_min_bytes):
-            # A whole row streams through one SM (time grows with its bytes); the split grid's time grows
-            # with the rows (docs/tuning.md#forward-decode-split-rows).
-            block_m, _, splits = _decode_split(n_cols, elem_bytes, f, "rows")
-            row_bytes = n_cols * elem_bytes
-            fits = 0 < n_rows * f.few_rows_split_bytes_per_row <= row_bytes
-            if triton.next_power_of_2(n_cols) < 32 * f.max_warps * f.max_thread_elems:
-                # A whole row whose threads hold fewer elements costs less: near few_rows_split_min_bytes
-                # the split's exchange is paid for by the row's bytes past it only.
-                fits = fits and n_rows * f.few_rows_split_light_bytes_per_row <= row_bytes - f.few_rows_split_min_bytes
-            if splits <= max_splits and fits:
-                if n_rows == 1:
-                    return "few_split_lone"
-                # Past a few programs an SM, groups of rows over many programs wait the longest; a sparse
-                # grid leaves each program's SM to it, and more warps keep more loads in flight.
-                programs = -(-n_rows // block_m) * splits
-                if (programs > f.few_rows_split_programs_per_sm * max_splits
-                        and _decode_split(n_cols, elem_bytes, f, "row")[2] <= max_splits):
-                    return "few_split_row"
-                return "few_split_sparse" if programs * f.few_rows_split_sms_per_program <= max_splits else "few_split"
+        if type(n_cols) is int and type(elem_bytes) is int and elem_bytes in (2, 4):
+            split = _decode_split_class(n_rows, n_cols, elem_bytes, max_splits, f, stores_residual)
+            if split:
+                return split
         return "few_sparse" if n_rows * f.few_rows_sparse_sms_per_row <= max_splits else "few"
     if f.persistent_min_rows_per_sm * max_splits < n_rows <= f.persistent_max_rows_per_sm * max_splits:
         return "band"
     return "many"
+
+
+def _decode_split_class(n_rows: int, n_cols: int, elem_bytes: int, max_splits: int, f: ForwardSettings,
+                        stores_residual: bool) -> str | None:
+    # _row_class's split classes of a decode launch (1 <= n_rows <= max_splits), None where rows stay whole.
+    row_bytes = n_cols * elem_bytes
+    if row_bytes <= f.few_rows_split_min_bytes:
+        # A lone row held whole waits on its threads' chains of elements, not only on its bytes: with the
+        # residual stored, long ones split (docs/tuning.md#forward-decode-split-rows).
+        lone = n_rows == 1 and stores_residual and n_cols > f.few_rows_split_lone_min_cols
+        return "few_split_lone" if lone and 1 < _lone_split(n_cols, elem_bytes, max_splits, f)[2] <= max_splits else None
+    # A whole row streams through one SM (time grows with its bytes); the split grid's time grows with
+    # the rows (docs/tuning.md#forward-decode-split-rows).
+    block_m, _, splits = _decode_split(n_cols, elem_bytes, f, "rows")
+    fits = 0 < n_rows * f.few_rows_split_bytes_per_row <= row_bytes
+    if triton.next_power_of_2(n_cols) < 32 * f.max_warps * f.max_thread_elems:
+        # A whole row whose threads hold fewer elements costs less: the split's exchange is paid for by
+        # the row's bytes past few_rows_split_min_bytes only, and without the residual's store (a lighter
+        # row still) past few_rows_split_y_only_light_min_bytes.
+        if stores_residual:
+            fits = fits and n_rows * f.few_rows_split_light_bytes_per_row <= row_bytes - f.few_rows_split_min_bytes
+        else:
+            fits = fits and n_rows * f.few_rows_split_bytes_per_row <= row_bytes - f.few_rows_split_y_only_light_min_bytes
+    if splits > max_splits or not fits:
+        return None
+    if n_rows == 1:
+        return "few_split_lone"
+    # Past a few programs an SM, groups of rows over many programs wait the longest; a sparse grid leaves
+    # each program its SM, and more warps keep more loads in flight.
+    programs = -(-n_rows // block_m) * splits
+    if (programs > f.few_rows_split_programs_per_sm * max_splits
+            and _decode_split(n_cols, elem_bytes, f, "row")[2] <= max_splits):
+        return "few_split_row"
+    return "few_split_sparse" if programs * f.few_rows_split_sms_per_program <= max_splits else "few_split"
 
 
 _SPLIT = ("few_split", "few_split_sparse", "few_split_row", "few_split_lone")  # _row_class's decode split classes
@@ -368,12 +399,19 @@ _FEW = ("few", "few_sparse", *_SPLIT)
 # typed: 16384.0 must not hit 16384's entry and skip the argument checks.
 @functools.lru_cache(maxsize=1024, typed=True)
 def _forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Settings, rows: str,
-                    stores_residual: bool) -> ForwardConfig:
+                    stores_residual: bool, fp16: bool = False) -> ForwardConfig:
     # rows: _row_class's.
     _check_table_args(n_cols, elem_bytes, max_splits)
-    if type(stores_residual) is not bool:
-        raise ValueError(f"stores_residual must be a bool, got {stores_residual!r}")
+    for name, value in (("stores_residual", stores_residual), ("fp16", fp16)):
+        if type(value) is not bool:
+            raise ValueError(f"{name} must be a bool, got {value!r}")
+    if fp16 and elem_bytes != 2:
+        raise ValueError(f"fp16 elements are 2 bytes, got elem_bytes={elem_bytes}")
     f = settings.forward
+    if fp16 and rows == "few_split_lone" and n_cols * elem_bytes <= f.few_rows_split_min_bytes:
+        # fp16's whole row takes more warps (below) and holds its own against the pieces
+        # (docs/tuning.md#forward-decode-split-rows).
+        rows = "few_sparse" if f.few_rows_sparse_sms_per_row <= max_splits else "few"
     few_rows = rows in _FEW
     if n_cols * elem_bytes <= f.max_tile_bytes:
         if rows in _SPLIT:
@@ -389,13 +427,18 @@ def _forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
         block_m = 1 if few_rows else max(1, f.narrow_tile_elems // block_n)
         if block_n * elem_bytes == f.persistent_tile_bytes and rows == "band":
             return ForwardConfig("persistent", block_m, block_n, 1, f.max_warps, "first", 1)
-        if rows == "few_sparse" and (block_n > f.few_rows_thread_max_tile if stores_residual
-                                     else block_n * elem_bytes > f.few_rows_sparse_y_only_min_bytes):
+        y_only_wide = not stores_residual and block_n * elem_bytes > f.few_rows_sparse_y_only_min_bytes
+        sparse = rows == "few_sparse" and (block_n > f.few_rows_thread_max_tile if stores_residual else y_only_wide)
+        if ((sparse and not (fp16 and y_only_wide))
+                or (rows == "few" and y_only_wide and elem_bytes >= f.few_rows_y_only_dense_elem_bytes)):
             # A row alone on its SM is a chain of latencies: fewer warps meet at a cheaper reduction, and
-            # the weight comes with the loads (docs/tuning.md#forward-sparse-decode-warps).
+            # the weight comes with the loads; fp32 y-only rows keep that with more rows at once. fp16's
+            # conversions cost a thread instructions for each element: its rows take more warps with the
+            # residual stored, and the decode rule's without (docs/tuning.md#forward-sparse-decode-warps).
             warps = f.few_rows_sparse_y_only_warps
             if stores_residual:
-                warps = _pow2_at_most(block_n * elem_bytes // f.few_rows_sparse_bytes_per_warp)
+                per_warp = f.few_rows_sparse_fp16_bytes_per_warp if fp16 else f.few_rows_sparse_bytes_per_warp
+                warps = _pow2_at_most(block_n * elem_bytes // per_warp)
             return ForwardConfig("rows", 1, block_n, 1, min(f.max_warps, max(f.min_warps, warps)), "first")
         warps = _pow2_at_most(n_cols * elem_bytes // f.bytes_per_warp)
         if few_rows:
@@ -442,13 +485,15 @@ def _lone_split(n_cols: int, elem_bytes: int, max_splits: int, f: ForwardSetting
     # tile narrower than split's columns (other settings) would outnumber the SMs: then split's columns.
     half = _decode_split(n_cols, elem_bytes, f, "half")
     if half[2] <= min(f.few_rows_split_lone_max_pieces, max_splits):
-        return half
+        # A row within few_rows_split_min_bytes reads faster in one-row pieces (docs/tuning.md#the-lone-row).
+        return (1, *half[1:]) if n_cols * elem_bytes <= f.few_rows_split_min_bytes else half
     row = _decode_split(n_cols, elem_bytes, f, "row")
     return row if row[2] <= max_splits else _decode_split(n_cols, elem_bytes, f, "rows")
 
 
 def forward_candidates(n_cols: int, elem_bytes: int, max_splits: int, settings: Settings = HOPPER,
-                       n_rows: int | None = None, stores_residual: bool = True) -> list[ForwardConfig]:
+                       n_rows: int | None = None, stores_residual: bool = True,
+                       fp16: bool = False) -> list[ForwardConfig]:
     """What ``tools/kernel/tune_forward.py`` sweeps: the rule's choice first, then a grid around it.
 
     Whole rows: the many-rows rule's tile (where the rule is persistent)
@@ -462,10 +507,11 @@ def forward_candidates(n_cols: int, elem_bytes: int, max_splits: int, settings: 
     warps, twice them and 32, 1 or 2 programs per SM
     (docs/tuning.md#forward-persistent-grid).
     """
-    rule = forward_config(n_cols, elem_bytes, max_splits, settings, n_rows, stores_residual)
-    few_rows = _row_class(n_rows, n_cols, elem_bytes, max_splits, settings) in _FEW
+    rule = forward_config(n_cols, elem_bytes, max_splits, settings, n_rows, stores_residual, fp16)
+    few_rows = _row_class(n_rows, n_cols, elem_bytes, max_splits, settings, stores_residual) in _FEW
     # The whole-row tiles around the rule, which may be the persistent path's.
-    rows = _forward_config(n_cols, elem_bytes, max_splits, settings, "few" if few_rows else "many", stores_residual)
+    rows = _forward_config(n_cols, elem_bytes, max_splits, settings, "few" if few_rows else "many", stores_residual,
+                           fp16)
     out = [rule]
     if rows.splits == 1 and rows.path == "rows":
         out += [dataclasses.replace(rows, weight_load=load) for load in WEIGHT_LOADS]

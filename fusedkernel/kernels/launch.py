@@ -209,7 +209,8 @@ def forward_rows(x: torch.Tensor, r: torch.Tensor, weight: torch.Tensor, eps: fl
     table = cfg is None
     if table:
         max_splits = _max_splits(device)
-        cfg = forward_config(n_cols, x.element_size(), max_splits, _settings(device), n_rows, res is not None)
+        cfg = forward_config(n_cols, x.element_size(), max_splits, _settings(device), n_rows, res is not None,
+                             x.dtype == torch.float16)
         # The table's choice follows from n_cols, few rows or not, its path, splits and warps (a
         # decode row's tile and warps follow its row count; the tiles' splits differ), the dtype and
         # the device: keying on them spares hashing the config (a dataclass) per call.

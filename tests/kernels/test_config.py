@@ -4,6 +4,8 @@ import dataclasses
 
 import pytest
 import triton
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fusedkernel.kernels.config import (FALLBACK, HOPPER, SETTINGS, BackwardConfig, ForwardConfig, backward_candidates,
                                        backward_config, backward_neighbours, dw_sum_config, forward_candidates,
@@ -208,11 +210,13 @@ def test_the_tuners_sweep_the_rule_first_and_only_legal_settings(n):
 # for decode tiles of at most 4096 elements where the residual is stored, 8192 where y only; wider decode
 # tiles: 32, except 8192-element tiles with the residual stored, which take only the warps that hold 32
 # tile elements a thread (docs/tuning.md#forward-decode-weight-before-the-sums); never more than 32 tile
-# elements a thread, 4 to 32. Values: many rows, decode with the residual stored, decode writing y only.
+# elements a thread, 4 to 32; fp32 tiles over 16 KiB writing y only take 8 at any decode row count
+# (docs/tuning.md#forward-sparse-decode-warps). Values: many rows, decode with the residual stored, decode
+# writing y only.
 WARPS = {(1024, 2): (4, 4, 4), (2880, 2): (4, 8, 8), (4096, 2): (4, 8, 8), (5120, 2): (8, 8, 16),
          (7168, 2): (8, 8, 16), (8192, 2): (8, 8, 16), (10240, 2): (16, 32, 32), (16384, 2): (16, 32, 32),
          (18432, 2): (32, 32, 32), (32768, 2): (32, 32, 32), (2048, 4): (4, 8, 8), (4096, 4): (8, 16, 16),
-         (5120, 4): (16, 8, 32), (8192, 4): (16, 8, 32), (16384, 4): (32, 32, 32)}
+         (5120, 4): (16, 8, 8), (8192, 4): (16, 8, 8), (16384, 4): (32, 32, 8)}
 
 
 @pytest.mark.parametrize("n, elem_bytes", WARPS)
@@ -241,7 +245,10 @@ SPARSE = {(4096, 2): ((8, "first"), (8, "first")), (8192, 2): ((8, "before_sum")
 @pytest.mark.parametrize("n, elem_bytes", SPARSE)
 def test_sparse_decode_rows_take_their_own_warps_and_the_weight_first(n, elem_bytes):
     for stores, want in zip((True, False), SPARSE[n, elem_bytes]):
-        sparse = [forward_config(n, elem_bytes, 132, n_rows=rows, stores_residual=stores) for rows in (1, 16)]
+        # One row too, but a lone bf16 row over 14336 wide with the residual stored splits (its own test).
+        lone = stores and n > F.few_rows_split_lone_min_cols
+        sparse = [forward_config(n, elem_bytes, 132, n_rows=rows, stores_residual=stores)
+                  for rows in ((2, 16) if lone else (1, 16))]
         assert {(c.path, c.block_m, c.splits, c.num_warps, c.weight_load) for c in sparse} == {("rows", 1, 1, *want)}
         # Past a row for 8 SMs, the decode rule's warps and weight load.
         assert (forward_config(n, elem_bytes, 132, n_rows=17, stores_residual=stores)
@@ -283,15 +290,20 @@ def test_without_a_residual_store_whole_rows_load_the_weight_first(n, n_rows, el
     # docs/tuning.md#forward-weight-first: the forward (y only) gained at every bf16 width swept (3072-16384).
     stored, plain = (forward_config(n, elem_bytes, 132, HOPPER, n_rows, s) for s in (True, False))
     assert (plain.weight_load == "first") == (plain.splits == 1 and plain.path == "rows")
-    assert dataclasses.replace(plain, weight_load=stored.weight_load, num_warps=stored.num_warps) == stored
+    if n_rows == 1 and n > F.few_rows_split_lone_min_cols and n * elem_bytes <= F.few_rows_split_min_bytes:
+        # docs/tuning.md#forward-decode-split-rows: with the residual stored such a lone row splits.
+        assert (stored.splits, plain.splits) == (triton.cdiv(n, 2048), 1)
+    elif plain.splits == stored.splits:
+        assert dataclasses.replace(plain, weight_load=stored.weight_load, num_warps=stored.num_warps) == stored
 
 
 # (n, elem_bytes) -> weight first: many rows with the residual stored, decode (132 rows) with it stored, a
 # sparse decode (1 row) with it stored, y only (docs/tuning.md#forward-weight-first,
-# docs/tuning.md#forward-sparse-decode-warps).
+# docs/tuning.md#forward-sparse-decode-warps; a lone bf16 16384 row with the residual stored splits and loads
+# it before the sums, docs/tuning.md#forward-decode-split-rows).
 WEIGHT_FIRST = {(2880, 2): (True, True, True, True), (4096, 2): (True, True, True, True),
                 (5120, 2): (True, False, False, True), (8192, 2): (True, False, False, True),
-                (8200, 2): (False, False, True, True), (16384, 2): (False, False, True, True),
+                (8200, 2): (False, False, True, True), (16384, 2): (False, False, False, True),
                 (2048, 4): (True, True, True, True), (4096, 4): (True, True, True, True),
                 (8192, 4): (True, False, False, True)}
 
@@ -330,9 +342,10 @@ def test_decode_rows_over_32_kib_split_while_a_row_has_enough_bytes_for_each_row
     # for 2 SMs or fewer (at most 66 programs).
     # The edges: rows x 1280 bytes at most the row's bytes: rows of 40 KiB split up to 32 rows, 48 KiB up
     # to 38, 64 KiB up to 51. An fp32 whole row's threads hold 16 elements, not 32, and cost less: also rows x
-    # 384 bytes at most its bytes past 32 KiB: fp32 rows of 36 KiB split up to 10 rows, 40 KiB up to 21.
-    for rows in (1, 2, 8, 10, 11, 16, 17, 21, 22, 26, 27, 32, 33, 35, 36, 38, 39, 48, 51, 52, 64, 132):
-        edge = 1280 * rows <= n * elem_bytes and (elem_bytes == 2 or 384 * rows <= n * elem_bytes - 32768)
+    # 384 bytes at most its bytes past 32 KiB (fp32 rows of 36 KiB split up to 10 rows, 40 KiB up to 21), and
+    # writing y only rows x 1280 at most its bytes past 52 KiB (60 KiB: up to 6 rows, 64 KiB: 9).
+    # A lone bf16 row over 14336 wide, within 32 KiB, with the residual stored: 4 KiB pieces, one row a tile.
+    for rows in (1, 2, 3, 4, 6, 7, 8, 9, 10, 11, 16, 17, 21, 22, 26, 27, 32, 33, 35, 36, 38, 39, 48, 51, 52, 64, 132):
         two_rows = {2: 2, 4: 1}[elem_bytes]
         programs = -(-rows // two_rows) * triton.cdiv(n, 2048)
         block_m, block_n = (1, 8192 // elem_bytes) if programs > 264 else (two_rows, 2048)
@@ -341,11 +354,17 @@ def test_decode_rows_over_32_kib_split_while_a_row_has_enough_bytes_for_each_row
             block_m, block_n = (2, 4096 // elem_bytes) if pieces <= 14 else (1, 8192 // elem_bytes)
         warps = max(4 if programs <= 66 else 1, block_m * block_n // 1024)
         for stores in (True, False):
+            light_edge = 384 * rows <= n * elem_bytes - 32768 if stores else 1280 * rows <= n * elem_bytes - 53248
+            edge = 1280 * rows <= n * elem_bytes and (elem_bytes == 2 or light_edge)
             cfg = forward_config(n, elem_bytes, 132, n_rows=rows, stores_residual=stores)
             whole_row = n * elem_bytes <= MAX_TILE_BYTES
             if whole_row and n * elem_bytes > 32768 and edge:
                 assert cfg == ForwardConfig("rows", block_m, block_n, triton.cdiv(n, block_n), warps,
                                             "before_sum"), (rows, stores)
+            elif rows == 1 and stores and 14336 < n and n * elem_bytes <= 32768:
+                assert cfg == ForwardConfig("rows", 1, 2048, triton.cdiv(n, 2048), 4, "before_sum"), stores
+                # fp16's whole row holds on: it keeps it.
+                assert forward_config(n, elem_bytes, 132, n_rows=1, fp16=True).splits == 1
             elif whole_row:
                 assert cfg.splits == 1, (rows, stores)
             # The interpreter (one program at a time) never splits a row.
@@ -362,6 +381,54 @@ def test_the_decode_split_edge_follows_the_row_bytes():
                     (9216, 4): 10}
     # No rows, no split grid.
     assert forward_config(32768, 2, 132, n_rows=0).splits == 1
+    # Writing y only, an fp32 row splits while rows x 1280 bytes are at most its bytes past 52 KiB.
+    last_y = {n: max((r for r in range(1, 133)
+                      if forward_config(n, 4, 132, n_rows=r, stores_residual=False).splits > 1), default=0)
+              for n in (13312, 13824, 14336, 15360, 16384)}
+    assert last_y == {13312: 0, 13824: 1, 14336: 3, 15360: 6, 16384: 9}
+
+
+# (n, elem_bytes, rows) -> warps of an fp16 decode row with the residual stored, and y only
+# (docs/tuning.md#forward-sparse-decode-warps): with the residual stored, sparse rows past 8192 elements take a
+# warp per 2 KiB of tile, the weight first; y only, the decode rule's 32 warps (bf16: 4 and 8).
+FP16 = {(8200, 1): (16, 32), (12288, 16): (16, 32), (16384, 1): (16, 32), (16384, 8): (16, 32),
+        (8192, 1): (8, 16), (16384, 17): (32, 32)}
+
+
+@pytest.mark.parametrize("n, rows", FP16)
+def test_fp16_decode_rows_keep_more_warps(n, rows):
+    got = [forward_config(n, 2, 132, n_rows=rows, stores_residual=s, fp16=True) for s in (True, False)]
+    assert tuple(c.num_warps for c in got) == FP16[n, rows]
+    assert all(c.splits == 1 for c in got)
+    bf16 = [forward_config(n, 2, 132, n_rows=rows, stores_residual=s) for s in (True, False)]
+    if got[0].num_warps == 16:
+        assert got[0].weight_load == "first" and bf16[1].num_warps == 8
+    else:  # outside the sparse rule fp16 and bf16 take one launch
+        assert got == bf16 or (rows == 1 and bf16[0].splits > 1)
+
+
+@pytest.mark.parametrize("fp16, elem_bytes", [(None, 2), (1, 2), (True, 4)])
+def test_fp16_must_be_a_bool_of_2_byte_elements(fp16, elem_bytes):
+    with pytest.raises(ValueError, match="fp16"):
+        forward_config(4096, elem_bytes, 132, n_rows=1, fp16=fp16)
+
+
+@settings(max_examples=400, deadline=None)
+@given(n=st.integers(128, 4096).map(lambda k: 8 * k), elem_bytes=st.sampled_from([2, 4]),
+       n_rows=st.integers(1, 140), max_splits=st.sampled_from([1, 2, 3, 4, 7, 8, 16, 66, 132, 256]),
+       stores=st.booleans(), fp16=st.booleans())
+def test_any_decode_launch_covers_its_row_within_the_sms(n, elem_bytes, n_rows, max_splits, stores, fp16):
+    # Any multiple of 8 from 1024 to 32768 (the widths of the targets), any decode row count and SM count: a
+    # legal launch that covers each row once, never more waiting programs than SMs.
+    fp16 = fp16 and elem_bytes == 2
+    cfg = forward_config(n, elem_bytes, max_splits, n_rows=n_rows, stores_residual=stores, fp16=fp16)
+    assert cfg.splits <= max_splits and cfg.num_warps in (1, 2, 4, 8, 16, 32)
+    if cfg.path == "rows":
+        assert cfg.block_n * cfg.splits >= n > cfg.block_n * (cfg.splits - 1)
+        # Decode splits of rows that fit a whole-row tile load the weight before their exchange.
+        assert cfg.splits == 1 or n * elem_bytes > MAX_TILE_BYTES or cfg.weight_load == "before_sum"
+    if max_splits == 1:
+        assert cfg.splits == 1
 
 
 def test_a_one_row_split_tile_never_outnumbers_the_sms():

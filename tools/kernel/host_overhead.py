@@ -46,7 +46,8 @@ def breakdown(x, r, w, y):
         v for k, v in launch._compiled.items() if k[0] == x.shape[-1] and k[4] == x.dtype and not k[7] and not k[8]]
     n = x.shape[-1]
     # The forward's choice: no residual output, one row per program at decode.
-    choice = (n, x.element_size(), launch._max_splits(0), launch._settings(0), x.numel() // n, False)
+    choice = (n, x.element_size(), launch._max_splits(0), launch._settings(0), x.numel() // n, False,
+              x.dtype == torch.float16)
     cfg = config.forward_config(*choice)
     grid = -(-x.numel() // n // cfg.block_m) * cfg.splits
     # res, rstd, exchange slots; n_rows, n_cols, 4 row strides; eps, epoch; the constexprs.

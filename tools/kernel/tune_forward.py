@@ -63,7 +63,8 @@ def main() -> None:
 
         floor = (lambda: torch.add(x, r, out=y)) if a.op == "forward" else (lambda: torch.addcmul(x, r, z, out=y))
         rows_out += sweep(f"{dname} {tokens}x{n} {a.op}", forward_candidates(n, x.element_size(), launch._max_splits(0),
-                                                              n_rows=tokens, stores_residual=res is not None),
+                                                              n_rows=tokens, stores_residual=res is not None,
+                                                              fp16=x.dtype == torch.float16),
                           lambda cfg: launch.forward_rows(x, r, w, 1e-6, y, res=res, cfg=cfg), check, floor,
                           TIMERS[method(tokens)])
         del x, r, z, y, res
