@@ -190,11 +190,13 @@ class ForwardSettings:
     few_rows_sparse_sms_per_row: int  # ...but decode rows with at least this many SMs each take fewer (their
     # threads hold more): in tiles past few_rows_thread_max_tile with the residual stored, a warp per...
     few_rows_sparse_bytes_per_warp: int  # ...this many tile bytes, a power of two (fp16: one per...
-    few_rows_sparse_fp16_bytes_per_warp: int  # ...this many), or, y only (not fp16), in tiles over...
-    few_rows_sparse_y_only_min_bytes: int  # ...this many bytes...
-    few_rows_sparse_y_only_warps: int  # ...this many warps (min_warps to max_warps), the weight first, as do
-    # y-only tiles over that many bytes at any decode row count with elements of at least...
-    few_rows_y_only_dense_elem_bytes: int  # ...this many bytes: docs/tuning.md#forward-sparse-decode-warps
+    few_rows_sparse_fp16_bytes_per_warp: int  # ...this many), min_warps to max_warps, the weight first;
+    # writing y only, decode tiles over...
+    few_rows_y_only_wide_min_bytes: int  # ...this many bytes at any decode row count, light ones (threads
+    # holding fewer than max_thread_elems at max_warps), take, in fp32...
+    few_rows_y_only_wide_warps: int  # ...this many warps, the weight first, in bf16...
+    few_rows_y_only_bf16_warps: int  # ...this many, the weight before the row sums (fp16: the decode rule's):
+    # docs/tuning.md#forward-sparse-decode-warps
     weight_first_max_n: int  # whole rows up to this width load the weight first where the residual is stored
     # (decode: up to few_rows_max_tile, wider decode tiles before the row sums but sparse decode's first);
     # without that store every whole row does: docs/tuning.md#forward-weight-first,
@@ -267,8 +269,8 @@ HOPPER = Settings(
         max_tile_bytes=65536, narrow_tile_elems=2048, bytes_per_warp=1280, few_rows_warps=2, few_rows_max_tile=4096,
         few_rows_y_only_max_tile=8192, few_rows_thread_max_tile=8192, max_thread_elems=32, min_warps=4, max_warps=32,
         few_rows_sparse_sms_per_row=8, few_rows_sparse_bytes_per_warp=8192,
-        few_rows_sparse_fp16_bytes_per_warp=2048, few_rows_sparse_y_only_min_bytes=16384,
-        few_rows_sparse_y_only_warps=8, few_rows_y_only_dense_elem_bytes=4,
+        few_rows_sparse_fp16_bytes_per_warp=2048, few_rows_y_only_wide_min_bytes=16384, few_rows_y_only_wide_warps=8,
+        few_rows_y_only_bf16_warps=4,
         weight_first_max_n=8192, after_sum_max_tile_bytes=32768, few_rows_split_min_bytes=32768,
         few_rows_split_tile_bytes=8192, few_rows_split_bytes_per_row=1280, few_rows_split_light_bytes_per_row=384,
         few_rows_split_y_only_light_min_bytes=53248, few_rows_split_sms_per_program=2, few_rows_split_programs_per_sm=2,
@@ -371,7 +373,7 @@ def _decode_split_class(n_rows: int, n_cols: int, elem_bytes: int, max_splits: i
     # the rows (docs/tuning.md#forward-decode-split-rows).
     block_m, _, splits = _decode_split(n_cols, elem_bytes, f, "rows")
     fits = 0 < n_rows * f.few_rows_split_bytes_per_row <= row_bytes
-    if triton.next_power_of_2(n_cols) < 32 * f.max_warps * f.max_thread_elems:
+    if _light(triton.next_power_of_2(n_cols), f):
         # A whole row whose threads hold fewer elements costs less: the split's exchange is paid for by
         # the row's bytes past few_rows_split_min_bytes only, and without the residual's store (a lighter
         # row still) past few_rows_split_y_only_light_min_bytes.
@@ -427,18 +429,19 @@ def _forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
         block_m = 1 if few_rows else max(1, f.narrow_tile_elems // block_n)
         if block_n * elem_bytes == f.persistent_tile_bytes and rows == "band":
             return ForwardConfig("persistent", block_m, block_n, 1, f.max_warps, "first", 1)
-        y_only_wide = not stores_residual and block_n * elem_bytes > f.few_rows_sparse_y_only_min_bytes
-        sparse = rows == "few_sparse" and (block_n > f.few_rows_thread_max_tile if stores_residual else y_only_wide)
-        if ((sparse and not (fp16 and y_only_wide))
-                or (rows == "few" and y_only_wide and elem_bytes >= f.few_rows_y_only_dense_elem_bytes)):
-            # A row alone on its SM is a chain of latencies: fewer warps meet at a cheaper reduction, and
-            # the weight comes with the loads; fp32 y-only rows keep that with more rows at once. fp16's
-            # conversions cost a thread instructions for each element: its rows take more warps with the
-            # residual stored, and the decode rule's without (docs/tuning.md#forward-sparse-decode-warps).
-            warps = f.few_rows_sparse_y_only_warps
-            if stores_residual:
-                per_warp = f.few_rows_sparse_fp16_bytes_per_warp if fp16 else f.few_rows_sparse_bytes_per_warp
-                warps = _pow2_at_most(block_n * elem_bytes // per_warp)
+        if (few_rows and not stores_residual and not fp16 and _light(block_n, f)
+                and block_n * elem_bytes > f.few_rows_y_only_wide_min_bytes):
+            # A decode row is a chain of latencies: fewer warps meet at a cheaper reduction, and each keeps
+            # more loads in flight. fp16's conversions cost a thread instructions for each element: it keeps
+            # the decode rule's warps (docs/tuning.md#forward-sparse-decode-warps).
+            bf16 = elem_bytes == 2
+            warps = f.few_rows_y_only_bf16_warps if bf16 else f.few_rows_y_only_wide_warps
+            return ForwardConfig("rows", 1, block_n, 1, min(f.max_warps, max(f.min_warps, warps)),
+                                 "before_sum" if bf16 else "first")
+        if rows == "few_sparse" and stores_residual and block_n > f.few_rows_thread_max_tile:
+            # A row alone on its SM likewise, with the residual stored; fp16 with more warps.
+            per_warp = f.few_rows_sparse_fp16_bytes_per_warp if fp16 else f.few_rows_sparse_bytes_per_warp
+            warps = _pow2_at_most(block_n * elem_bytes // per_warp)
             return ForwardConfig("rows", 1, block_n, 1, min(f.max_warps, max(f.min_warps, warps)), "first")
         warps = _pow2_at_most(n_cols * elem_bytes // f.bytes_per_warp)
         if few_rows:
@@ -460,6 +463,11 @@ def _forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
     if splits > max_splits:
         return f.looped
     return dataclasses.replace(f.split, splits=splits)
+
+
+def _light(block_n: int, f: ForwardSettings) -> bool:
+    # A whole-row tile whose threads hold fewer than max_thread_elems at max_warps (at most 16384 elements).
+    return block_n < 32 * f.max_warps * f.max_thread_elems
 
 
 def _pow2_at_most(count: int) -> int:
