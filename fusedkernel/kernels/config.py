@@ -192,9 +192,10 @@ class ForwardSettings:
     few_rows_sparse_bytes_per_warp: int  # ...this many tile bytes, a power of two (fp16: one per...
     few_rows_sparse_fp16_bytes_per_warp: int  # ...this many), min_warps to max_warps, the weight first;
     # writing y only, decode tiles over...
-    few_rows_y_only_wide_min_bytes: int  # ...this many bytes at any decode row count, light ones (threads
-    # holding fewer than max_thread_elems at max_warps), take, in fp32...
-    few_rows_y_only_wide_warps: int  # ...this many warps, the weight first, in bf16...
+    few_rows_y_only_wide_min_bytes: int  # ...this many bytes, light ones (threads holding fewer than
+    # max_thread_elems at max_warps), take, in fp32 at any decode row count and bf16 at sparse ones...
+    few_rows_y_only_wide_warps: int  # ...this many warps, the weight first, but bf16 rows wider than...
+    few_rows_y_only_bf16_min_cols: int  # ...this many elements at any decode row count...
     few_rows_y_only_bf16_warps: int  # ...this many, the weight before the row sums (fp16: the decode rule's):
     # docs/tuning.md#forward-sparse-decode-warps
     weight_first_max_n: int  # whole rows up to this width load the weight first where the residual is stored
@@ -270,7 +271,7 @@ HOPPER = Settings(
         few_rows_y_only_max_tile=8192, few_rows_thread_max_tile=8192, max_thread_elems=32, min_warps=4, max_warps=32,
         few_rows_sparse_sms_per_row=8, few_rows_sparse_bytes_per_warp=8192,
         few_rows_sparse_fp16_bytes_per_warp=2048, few_rows_y_only_wide_min_bytes=16384, few_rows_y_only_wide_warps=8,
-        few_rows_y_only_bf16_warps=4,
+        few_rows_y_only_bf16_min_cols=10240, few_rows_y_only_bf16_warps=4,
         weight_first_max_n=8192, after_sum_max_tile_bytes=32768, few_rows_split_min_bytes=32768,
         few_rows_split_tile_bytes=8192, few_rows_split_bytes_per_row=1280, few_rows_split_light_bytes_per_row=384,
         few_rows_split_y_only_light_min_bytes=53248, few_rows_split_sms_per_program=2, few_rows_split_programs_per_sm=2,
@@ -434,10 +435,12 @@ def _forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
             # A decode row is a chain of latencies: fewer warps meet at a cheaper reduction, and each keeps
             # more loads in flight. fp16's conversions cost a thread instructions for each element: it keeps
             # the decode rule's warps (docs/tuning.md#forward-sparse-decode-warps).
-            bf16 = elem_bytes == 2
-            warps = f.few_rows_y_only_bf16_warps if bf16 else f.few_rows_y_only_wide_warps
-            return ForwardConfig("rows", 1, block_n, 1, min(f.max_warps, max(f.min_warps, warps)),
-                                 "before_sum" if bf16 else "first")
+            if elem_bytes == 2 and n_cols > f.few_rows_y_only_bf16_min_cols:
+                warps = min(f.max_warps, max(f.min_warps, f.few_rows_y_only_bf16_warps))
+                return ForwardConfig("rows", 1, block_n, 1, warps, "before_sum")
+            if elem_bytes == 4 or rows == "few_sparse":
+                warps = min(f.max_warps, max(f.min_warps, f.few_rows_y_only_wide_warps))
+                return ForwardConfig("rows", 1, block_n, 1, warps, "first")
         if rows == "few_sparse" and stores_residual and block_n > f.few_rows_thread_max_tile:
             # A row alone on its SM likewise, with the residual stored; fp16 with more warps.
             per_warp = f.few_rows_sparse_fp16_bytes_per_warp if fp16 else f.few_rows_sparse_bytes_per_warp

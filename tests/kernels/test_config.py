@@ -210,11 +210,11 @@ def test_the_tuners_sweep_the_rule_first_and_only_legal_settings(n):
 # for decode tiles of at most 4096 elements where the residual is stored, 8192 where y only; wider decode
 # tiles: 32, except 8192-element tiles with the residual stored, which take only the warps that hold 32
 # tile elements a thread (docs/tuning.md#forward-decode-weight-before-the-sums); never more than 32 tile
-# elements a thread, 4 to 32; decode tiles over 16 KiB writing y only take 4 in bf16 (the weight before the
-# sums) and 8 in fp32 (docs/tuning.md#forward-sparse-decode-warps). Values: many rows, decode with the
-# residual stored, decode writing y only.
+# elements a thread, 4 to 32; decode tiles over 16 KiB writing y only take 8 in fp32, and 4 in bf16 rows
+# over 10240 wide (the weight before the sums) (docs/tuning.md#forward-sparse-decode-warps). Values: many
+# rows, decode with the residual stored, decode writing y only.
 WARPS = {(1024, 2): (4, 4, 4), (2880, 2): (4, 8, 8), (4096, 2): (4, 8, 8), (5120, 2): (8, 8, 16),
-         (7168, 2): (8, 8, 16), (8192, 2): (8, 8, 16), (10240, 2): (16, 32, 4), (16384, 2): (16, 32, 4),
+         (7168, 2): (8, 8, 16), (8192, 2): (8, 8, 16), (10240, 2): (16, 32, 32), (16384, 2): (16, 32, 4),
          (18432, 2): (32, 32, 32), (32768, 2): (32, 32, 32), (2048, 4): (4, 8, 8), (4096, 4): (8, 16, 16),
          (5120, 4): (16, 8, 8), (8192, 4): (16, 8, 8), (16384, 4): (32, 32, 8)}
 
@@ -228,16 +228,17 @@ def test_whole_row_warps_follow_the_row_bytes_and_the_row_count(n, elem_bytes):
     # Few rows: a program per row, so each SM holds at most one and the rows spread over SMs.
     assert few.block_m == 1 and many.block_m == max(1, F.narrow_tile_elems // many.block_n)
     assert few.block_n == many.block_n
-    assert few_y.weight_load == ("before_sum" if few_y.block_n * elem_bytes == 32768 and elem_bytes == 2 else "first")
+    assert few_y.weight_load == ("before_sum" if few_y.num_warps == 4 and n > 10240 else "first")
     assert (few.weight_load == "first") == (few.block_n <= 4096)
 
 
 # (n, elem_bytes) -> (warps, weight load) of a sparse decode row (1-16 rows on 132 SMs), with the residual
 # stored and y only (docs/tuning.md#forward-sparse-decode-warps): with the residual stored, tiles past 8192
-# elements take a warp per 8 KiB of tile, the weight first; y only, tiles over 16 KiB take 4 warps in bf16
-# (the weight before the sums) and 8 in fp32 (first) at any decode row count; other tiles as at 17-132 rows.
+# elements take a warp per 8 KiB of tile, the weight first; y only, tiles over 16 KiB take 8 warps, first (in
+# fp32 and bf16 rows over 10240 wide at any decode row count, the bf16 ones 4, the weight before the sums);
+# other tiles as at 17-132 rows.
 SPARSE = {(4096, 2): ((8, "first"), (8, "first")), (8192, 2): ((8, "before_sum"), (16, "first")),
-          (8200, 2): ((4, "first"), (4, "before_sum")), (12288, 2): ((4, "first"), (4, "before_sum")),
+          (8200, 2): ((4, "first"), (8, "first")), (12288, 2): ((4, "first"), (4, "before_sum")),
           (16384, 2): ((4, "first"), (4, "before_sum")), (4096, 4): ((16, "first"), (16, "first")),
           (4104, 4): ((8, "before_sum"), (8, "first")), (5120, 4): ((8, "before_sum"), (8, "first")),
           (8200, 4): ((8, "first"), (8, "first"))}
@@ -254,7 +255,7 @@ def test_sparse_decode_rows_take_their_own_warps_and_the_weight_first(n, elem_by
         # Past a row for 8 SMs, the decode rule's warps and weight load.
         dense = forward_config(n, elem_bytes, 132, n_rows=17, stores_residual=stores)
         assert dense == forward_config(n, elem_bytes, 132, n_rows=132, stores_residual=stores)
-        if not stores and n * elem_bytes > 16384:  # writing y only, wide tiles: at every decode row count
+        if not stores and n * elem_bytes > 16384 and (elem_bytes == 4 or n > 10240):  # at every decode row count
             assert dense in sparse
     # The edge follows the SM count: 32 rows on 256 SMs are sparse, 33 are not; 16 rows on 64 SMs are not.
     if n * elem_bytes <= 32768:  # wider rows split at some of these counts
@@ -293,7 +294,7 @@ def test_without_a_residual_store_whole_rows_load_the_weight_first(n, n_rows, el
     # docs/tuning.md#forward-weight-first: the forward (y only) gained at every bf16 width swept (3072-16384).
     stored, plain = (forward_config(n, elem_bytes, 132, HOPPER, n_rows, s) for s in (True, False))
     # But bf16 decode tiles of 16384 load it before the sums (docs/tuning.md#forward-sparse-decode-warps).
-    bf16_wide = n_rows == 1 and elem_bytes == 2 and plain.block_n == 16384
+    bf16_wide = n_rows == 1 and elem_bytes == 2 and plain.block_n == 16384 and n > 10240
     assert (plain.weight_load == "first") == (plain.splits == 1 and plain.path == "rows" and not bf16_wide)
     if n_rows == 1 and n > F.few_rows_split_lone_min_cols and n * elem_bytes <= F.few_rows_split_min_bytes:
         # docs/tuning.md#forward-decode-split-rows: with the residual stored such a lone row splits.
@@ -304,12 +305,12 @@ def test_without_a_residual_store_whole_rows_load_the_weight_first(n, n_rows, el
 
 # (n, elem_bytes) -> weight first: many rows with the residual stored, decode (132 rows) with it stored, a
 # sparse decode (1 row) with it stored, y only (docs/tuning.md#forward-weight-first,
-# docs/tuning.md#forward-sparse-decode-warps: bf16 decode tiles of 16384 writing y only load it before the
-# sums; a lone bf16 16384 row with the residual stored splits and loads it before the sums,
+# docs/tuning.md#forward-sparse-decode-warps: bf16 decode rows over 10240 wide writing y only load it before
+# the sums; a lone bf16 16384 row with the residual stored splits and loads it before the sums,
 # docs/tuning.md#forward-decode-split-rows).
 WEIGHT_FIRST = {(2880, 2): (True, True, True, True), (4096, 2): (True, True, True, True),
                 (5120, 2): (True, False, False, True), (8192, 2): (True, False, False, True),
-                (8200, 2): (False, False, True, False), (16384, 2): (False, False, False, False),
+                (8200, 2): (False, False, True, True), (16384, 2): (False, False, False, False),
                 (2048, 4): (True, True, True, True), (4096, 4): (True, True, True, True),
                 (8192, 4): (True, False, False, True)}
 
@@ -397,7 +398,7 @@ def test_the_decode_split_edge_follows_the_row_bytes():
 # (n, rows) -> warps of an fp16 decode row with the residual stored, and y only
 # (docs/tuning.md#forward-sparse-decode-warps): with the residual stored, sparse rows past 8192 elements take a
 # warp per 2 KiB of tile, the weight first, and a lone row stays whole; y only, the decode rule's 32 warps.
-# bf16 takes 4 in each (the lone 16384 row with the residual stored splits).
+# bf16 takes 4 with the residual stored (the lone 16384 row splits) and 4 or 8 y only.
 FP16 = {(8200, 1): (16, 32), (12288, 16): (16, 32), (16384, 1): (16, 32), (16384, 8): (16, 32),
         (8192, 1): (8, 16), (16384, 17): (32, 32)}
 
@@ -411,7 +412,7 @@ def test_fp16_decode_rows_keep_more_warps(n, rows):
     if n == 8192:  # tiles the fp16 exceptions do not reach: one launch
         assert got == bf16
     else:
-        assert bf16[1].num_warps == 4 and (bf16[0].num_warps == 4 or rows == 17)
+        assert bf16[1].num_warps == (4 if n > 10240 else 8) and (bf16[0].num_warps == 4 or rows == 17)
 
 
 @pytest.mark.parametrize("fp16, elem_bytes", [(None, 2), (1, 2), (True, 4)])
