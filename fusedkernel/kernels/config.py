@@ -12,9 +12,11 @@ Forward paths:
 
 * ``rows`` -- a program holds a [block_m, block_n] tile of rows in registers.
   While a row holds at most ``max_tile_bytes`` the tile spans whole rows
-  (splits = 1); wider rows, and decode rows over ``few_rows_split_min_bytes``
+  (splits = 1); wider rows, decode rows over ``few_rows_split_min_bytes``
   with enough bytes for each row of the launch (``few_rows_split_bytes_per_row``
-  and, in fp32, ``few_rows_split_light_bytes_per_row`` past that minimum), are
+  and, in fp32, ``few_rows_split_light_bytes_per_row`` past that minimum, or
+  writing y only past ``few_rows_split_y_only_light_min_bytes``), and a lone
+  bf16 row over ``few_rows_split_lone_min_cols`` with the residual stored, are
   split over ``splits`` adjacent programs that exchange partial sums
   of squares and wait for each other (GPU only: the interpreter runs programs
   one after another, so a waiting program would wait forever). Either way x
@@ -321,8 +323,8 @@ def forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Sett
     ``max_splits`` rows are few (a decode step: one program per row, each
     alone on its SM). ``stores_residual``: the launch also writes x +
     residual (the inference call, forward+residual), not only y. ``fp16``:
-    the elements are float16 (elem_bytes 2), whose sparse decode rows keep
-    the decode rule's warps. ValueError for any other arguments.
+    the elements are float16 (elem_bytes 2), whose decode rows take warps of
+    their own. ValueError for any other arguments.
     """
     # The choice depends on the row count only through its class: cached on
     # that, every prefill length after the first hits the cache.
@@ -496,7 +498,7 @@ def _lone_split(n_cols: int, elem_bytes: int, max_splits: int, f: ForwardSetting
     # tile narrower than split's columns (other settings) would outnumber the SMs: then split's columns.
     half = _decode_split(n_cols, elem_bytes, f, "half")
     if half[2] <= min(f.few_rows_split_lone_max_pieces, max_splits):
-        # A row within few_rows_split_min_bytes reads faster in one-row pieces (docs/tuning.md#the-lone-row).
+        # A row within few_rows_split_min_bytes reads faster in one-row pieces (docs/tuning.md#forward-decode-split-rows).
         return (1, *half[1:]) if n_cols * elem_bytes <= f.few_rows_split_min_bytes else half
     row = _decode_split(n_cols, elem_bytes, f, "row")
     return row if row[2] <= max_splits else _decode_split(n_cols, elem_bytes, f, "rows")
