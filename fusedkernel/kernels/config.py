@@ -202,7 +202,8 @@ class ForwardSettings:
     # docs/tuning.md#forward-sparse-decode-warps
     weight_first_max_n: int  # whole rows up to this width load the weight first where the residual is stored
     # (decode: up to few_rows_max_tile, wider decode tiles before the row sums but sparse decode's first);
-    # without that store every whole row does: docs/tuning.md#forward-weight-first,
+    # without that store every whole row does but bf16 decode rows over few_rows_y_only_bf16_min_cols:
+    # docs/tuning.md#forward-weight-first,
     # docs/tuning.md#forward-decode-weight-before-the-sums
     after_sum_max_tile_bytes: int  # wider many-row tiles load it after the row sums up to this many bytes;
     # wider ones (one program an SM) before them: docs/tuning.md#forward-whole-row-tiles

@@ -211,10 +211,10 @@ def forward_rows(x: torch.Tensor, r: torch.Tensor, weight: torch.Tensor, eps: fl
         max_splits = _max_splits(device)
         cfg = forward_config(n_cols, x.element_size(), max_splits, _settings(device), n_rows, res is not None,
                              x.dtype == torch.float16)
-        # The table's choice follows from n_cols, few rows or not, its path, splits and warps (a
-        # decode row's tile and warps follow its row count; the tiles' splits differ), the dtype and
+        # The table's choice follows from n_cols, few rows or not, its path, splits, warps and weight
+        # load (a decode row's tile follows its row count; the tiles' splits differ), the dtype and
         # the device: keying on them spares hashing the config (a dataclass) per call.
-        key = (n_cols, n_rows <= max_splits, cfg.path, cfg.splits, cfg.num_warps, *flags)
+        key = (n_cols, n_rows <= max_splits, cfg.path, cfg.splits, cfg.num_warps, cfg.weight_load, *flags)
     else:
         key = (cfg, *flags)
         if type(cfg) is not ForwardConfig:

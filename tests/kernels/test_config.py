@@ -415,17 +415,19 @@ def test_fp16_decode_rows_keep_more_warps(n, rows):
         assert bf16[1].num_warps == (4 if n > 10240 else 8) and (bf16[0].num_warps == 4 or rows == 17)
 
 
-def test_the_launchers_key_determines_the_tables_launch():
-    # launch.forward_rows keys its compiled kernels on (N, few rows?, path, splits, warps, dtypes, residual
-    # stored?): two row counts with one key must take one launch (a miss reuses another tile's kernel).
+@pytest.mark.parametrize("sms", [8, 16, 66, 132, 256])
+def test_the_launchers_key_determines_the_tables_launch(sms):
+    # launch.forward_rows keys its compiled kernels on (N, few rows?, path, splits, warps, weight load,
+    # dtypes, residual stored?): two row counts with one key must take one launch (a miss reuses another
+    # tile's kernel; a review found fp16 rows over 16384 on 8 SMs sharing a key across weight loads).
     seen = {}
     for n in range(1024, 32769, 40):
         for elem_bytes, fp16 in ((2, False), (2, True), (4, False)):
             for stores in (True, False):
-                for rows in (1, 2, 3, 4, 8, 12, 16, 17, 24, 32, 40, 48, 64, 100, 132, 133, 512, None):
-                    cfg = forward_config(n, elem_bytes, 132, n_rows=rows, stores_residual=stores, fp16=fp16)
-                    few = rows is not None and rows <= 132
-                    key = (n, few, cfg.path, cfg.splits, cfg.num_warps, elem_bytes, fp16, stores)
+                for rows in (1, 2, 3, 4, 8, 12, 16, 17, 24, 32, 40, 48, 64, 100, 132, 133, 257, 512, None):
+                    cfg = forward_config(n, elem_bytes, sms, n_rows=rows, stores_residual=stores, fp16=fp16)
+                    few = rows is not None and rows <= sms
+                    key = (n, few, cfg.path, cfg.splits, cfg.num_warps, cfg.weight_load, elem_bytes, fp16, stores)
                     assert seen.setdefault(key, cfg) == cfg, (key, rows)
 
 

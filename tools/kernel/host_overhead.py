@@ -41,9 +41,10 @@ def per_call_us(fn, n=2000, sync_each=False):
 def breakdown(x, r, w, y):
     """Each step of add_rmsnorm's eager no-grad path, timed alone."""
     fusedkernel.add_rmsnorm(x, r, w)  # fills the launcher's cache of compiled kernels
-    # Keys of table launches: (n_cols, few rows?, path, device, x, weight and y dtypes, residual output?, rstd?).
+    # Keys of table launches: (n_cols, few rows?, path, splits, warps, weight load, device, x, weight and y
+    # dtypes, residual output?, rstd?): read from the end, which the launcher's key keeps.
     (run, function, metadata, cooperative, pdl), = [
-        v for k, v in launch._compiled.items() if k[0] == x.shape[-1] and k[4] == x.dtype and not k[7] and not k[8]]
+        v for k, v in launch._compiled.items() if k[0] == x.shape[-1] and k[-5] == x.dtype and not k[-2] and not k[-1]]
     n = x.shape[-1]
     # The forward's choice: no residual output, one row per program at decode.
     choice = (n, x.element_size(), launch._max_splits(0), launch._settings(0), x.numel() // n, False,
@@ -52,7 +53,7 @@ def breakdown(x, r, w, y):
     grid = -(-x.numel() // n // cfg.block_m) * cfg.splits
     # res, rstd, exchange slots; n_rows, n_cols, 4 row strides; eps, epoch; the constexprs.
     tail = (None, None, None, x.numel() // n, n, n, n, n, 0, 1e-6, 0,
-            cfg.block_m, cfg.block_n, cfg.splits, 1, cfg.weight_at, False, False,
+            cfg.block_m, cfg.block_n, cfg.splits, 1 << (cfg.splits - 1).bit_length(), cfg.weight_at, False, False,
             launch._vector_width(x.element_size(), n))
     args = (x, r, w, y, *tail)
     stream = torch.cuda.current_stream().cuda_stream
