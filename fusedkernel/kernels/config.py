@@ -266,6 +266,11 @@ class Settings:
     forward: ForwardSettings
     backward: BackwardSettings
 
+    def __hash__(self) -> int:
+        # The rules' caches hash their settings on every call: the generated hash walks every field
+        # (~2 us of host time a decode call). Equal settings share an arch, so this agrees with ==.
+        return hash(self.arch)
+
 
 HOPPER = Settings(
     arch="hopper",
@@ -354,7 +359,10 @@ def _row_class(n_rows: int | None, n_cols: int, elem_bytes: int, max_splits: int
         return "many"
     f = settings.forward
     if n_rows <= max_splits:
-        if type(n_cols) is int and type(elem_bytes) is int and elem_bytes in (2, 4):
+        # Only rows past few_rows_split_lone_min_cols or few_rows_split_min_bytes may split: the common
+        # widths skip the call (host time: the launch asks on every decode call).
+        if (type(n_cols) is int and type(elem_bytes) is int and elem_bytes in (2, 4)
+                and (n_cols > f.few_rows_split_lone_min_cols or n_cols * elem_bytes > f.few_rows_split_min_bytes)):
             split = _decode_split_class(n_rows, n_cols, elem_bytes, max_splits, f, stores_residual)
             if split:
                 return split
