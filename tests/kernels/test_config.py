@@ -190,6 +190,8 @@ def test_a_settings_instance_changes_the_rule():
     n = F.max_tile_bytes  # 2-byte rows of this width are split by Hopper's rule, whole by the wider one
     assert forward_config(n, 2, 132).splits > 1
     assert forward_config(n, 2, 132, wider).splits == 1
+    # Settings hash by their arch alone (host time); the rules' caches still tell them apart by ==.
+    assert hash(wider) == hash(HOPPER) and wider != HOPPER
 
 
 @pytest.mark.parametrize("n", [512, 4096, 5120, 20000, 65536])
