@@ -332,6 +332,10 @@ def forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Sett
     the elements are float16 (elem_bytes 2), whose decode rows take warps of
     their own. ValueError for any other arguments.
     """
+    # Checked before the cache, which would refuse an unhashable one with a TypeError naming no argument.
+    if type(stores_residual) is not bool or type(fp16) is not bool:
+        name, value = ("stores_residual", stores_residual) if type(stores_residual) is not bool else ("fp16", fp16)
+        raise ValueError(f"{name} must be a bool, got {value!r}")
     # The choice depends on the row count only through its class: cached on
     # that, every prefill length after the first hits the cache.
     return _forward_config(n_cols, elem_bytes, max_splits, settings,
@@ -416,9 +420,6 @@ def _forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
                     stores_residual: bool, fp16: bool = False) -> ForwardConfig:
     # rows: _row_class's.
     _check_table_args(n_cols, elem_bytes, max_splits)
-    for name, value in (("stores_residual", stores_residual), ("fp16", fp16)):
-        if type(value) is not bool:
-            raise ValueError(f"{name} must be a bool, got {value!r}")
     if fp16 and elem_bytes != 2:
         raise ValueError(f"fp16 elements are 2 bytes, got elem_bytes={elem_bytes}")
     f = settings.forward

@@ -284,9 +284,11 @@ def test_n_rows_must_be_none_or_a_count(n_rows):
         forward_config(4096, 2, 132, HOPPER, n_rows)
 
 
-def test_stores_residual_must_be_a_bool():
+@pytest.mark.parametrize("stores", [None, 1, []])
+def test_stores_residual_must_be_a_bool(stores):
+    # A list once reached the rule's cache and failed there, unhashable, naming no argument.
     with pytest.raises(ValueError, match="stores_residual must be a bool"):
-        forward_config(4096, 2, 132, HOPPER, None, None)
+        forward_config(4096, 2, 132, HOPPER, None, stores)
 
 
 @pytest.mark.parametrize("elem_bytes", [2, 4])
@@ -433,7 +435,7 @@ def test_the_launchers_key_determines_the_tables_launch(sms):
                     assert seen.setdefault(key, cfg) == cfg, (key, rows)
 
 
-@pytest.mark.parametrize("fp16, elem_bytes", [(None, 2), (1, 2), (True, 4)])
+@pytest.mark.parametrize("fp16, elem_bytes", [(None, 2), (1, 2), ([], 2), (True, 4)])
 def test_fp16_must_be_a_bool_of_2_byte_elements(fp16, elem_bytes):
     with pytest.raises(ValueError, match="fp16"):
         forward_config(4096, elem_bytes, 132, n_rows=1, fp16=fp16)
