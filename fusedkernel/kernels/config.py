@@ -339,12 +339,12 @@ def forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Sett
     # The choice depends on the row count only through its class: cached on
     # that, every prefill length after the first hits the cache.
     return _forward_config(n_cols, elem_bytes, max_splits, settings,
-                           _row_class(n_rows, n_cols, elem_bytes, max_splits, settings, stores_residual),
+                           _row_class(n_rows, n_cols, elem_bytes, max_splits, settings, stores_residual, fp16),
                            stores_residual, fp16)
 
 
 def _row_class(n_rows: int | None, n_cols: int, elem_bytes: int, max_splits: int, settings: Settings,
-               stores_residual: bool = True) -> str:
+               stores_residual: bool = True, fp16: bool = False) -> str:
     # "few" (at most max_splits rows), "few_split" (few rows, each at least few_rows_split_bytes_per_row bytes
     # for each row of the launch, and in a light row few_rows_split_light_bytes_per_row past
     # few_rows_split_min_bytes, y only its few_rows_split_bytes_per_row past
@@ -353,7 +353,7 @@ def _row_class(n_rows: int | None, n_cols: int, elem_bytes: int, max_splits: int
     # few_rows_split_sms_per_program SMs for each program), "few_split_row" (as few_split, with more than
     # few_rows_split_programs_per_sm programs an SM: one row a program, the same tile where one row
     # fills it), "few_split_lone" (as few_split, one row, and a lone row over few_rows_split_lone_min_cols with
-    # the residual stored: _lone_split's pieces), "few_sparse" (few, with at
+    # the residual stored, not fp16: _lone_split's pieces), "few_sparse" (few, with at
     # least few_rows_sparse_sms_per_row SMs a row), "band" (the persistent grid's row counts) or "many".
     if n_rows is None:
         return "many"
@@ -367,7 +367,7 @@ def _row_class(n_rows: int | None, n_cols: int, elem_bytes: int, max_splits: int
         # widths skip the call (host time: the launch asks on every decode call).
         if (type(n_cols) is int and type(elem_bytes) is int and elem_bytes in (2, 4)
                 and (n_cols > f.few_rows_split_lone_min_cols or n_cols * elem_bytes > f.few_rows_split_min_bytes)):
-            split = _decode_split_class(n_rows, n_cols, elem_bytes, max_splits, f, stores_residual)
+            split = _decode_split_class(n_rows, n_cols, elem_bytes, max_splits, f, stores_residual, fp16)
             if split:
                 return split
         return "few_sparse" if n_rows * f.few_rows_sparse_sms_per_row <= max_splits else "few"
@@ -377,14 +377,16 @@ def _row_class(n_rows: int | None, n_cols: int, elem_bytes: int, max_splits: int
 
 
 def _decode_split_class(n_rows: int, n_cols: int, elem_bytes: int, max_splits: int, f: ForwardSettings,
-                        stores_residual: bool) -> str | None:
+                        stores_residual: bool, fp16: bool) -> str | None:
     # _row_class's split classes of a decode launch (1 <= n_rows <= max_splits), None where rows stay whole.
     row_bytes = n_cols * elem_bytes
     if row_bytes <= f.few_rows_split_min_bytes:
         # A lone row held whole waits on its threads' chains of elements, not only on its bytes: with the
-        # residual stored, long ones split (docs/tuning.md#forward-decode-split-rows).
-        lone = n_rows == 1 and stores_residual and n_cols > f.few_rows_split_lone_min_cols
-        return "few_split_lone" if lone and 1 < _lone_split(n_cols, elem_bytes, max_splits, f)[2] <= max_splits else None
+        # residual stored, long ones split; fp16's whole row takes more warps and holds its own
+        # (docs/tuning.md#forward-decode-split-rows).
+        lone = n_rows == 1 and stores_residual and not fp16 and n_cols > f.few_rows_split_lone_min_cols
+        pieces = _lone_split(n_cols, elem_bytes, max_splits, f)[2] if lone else 1
+        return "few_split_lone" if 1 < pieces <= max_splits else None
     # A whole row streams through one SM (time grows with its bytes); the split grid's time grows with
     # the rows (docs/tuning.md#forward-decode-split-rows).
     block_m, _, splits = _decode_split(n_cols, elem_bytes, f, "rows")
@@ -396,7 +398,8 @@ def _decode_split_class(n_rows: int, n_cols: int, elem_bytes: int, max_splits: i
         if stores_residual:
             fits = fits and n_rows * f.few_rows_split_light_bytes_per_row <= row_bytes - f.few_rows_split_min_bytes
         else:
-            fits = fits and n_rows * f.few_rows_split_bytes_per_row <= row_bytes - f.few_rows_split_y_only_light_min_bytes
+            past = row_bytes - f.few_rows_split_y_only_light_min_bytes
+            fits = fits and n_rows * f.few_rows_split_bytes_per_row <= past
     if splits > max_splits or not fits:
         return None
     if n_rows == 1:
@@ -423,10 +426,6 @@ def _forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
     if fp16 and elem_bytes != 2:
         raise ValueError(f"fp16 elements are 2 bytes, got elem_bytes={elem_bytes}")
     f = settings.forward
-    if fp16 and rows == "few_split_lone" and n_cols * elem_bytes <= f.few_rows_split_min_bytes:
-        # fp16's whole row takes more warps (below) and holds its own against the pieces
-        # (docs/tuning.md#forward-decode-split-rows).
-        rows = "few_sparse" if f.few_rows_sparse_sms_per_row <= max_splits else "few"
     few_rows = rows in _FEW
     if n_cols * elem_bytes <= f.max_tile_bytes:
         if rows in _SPLIT:
@@ -448,16 +447,15 @@ def _forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
             # more loads in flight. fp16's conversions cost a thread instructions for each element: it keeps
             # the decode rule's warps (docs/tuning.md#forward-sparse-decode-warps).
             if elem_bytes == 2 and n_cols > f.few_rows_y_only_bf16_min_cols:
-                warps = min(f.max_warps, max(f.min_warps, f.few_rows_y_only_bf16_warps))
+                warps = _clamp_warps(f.few_rows_y_only_bf16_warps, f)
                 return ForwardConfig("rows", 1, block_n, 1, warps, "before_sum")
             if elem_bytes == 4 or rows == "few_sparse":
-                warps = min(f.max_warps, max(f.min_warps, f.few_rows_y_only_wide_warps))
-                return ForwardConfig("rows", 1, block_n, 1, warps, "first")
+                return ForwardConfig("rows", 1, block_n, 1, _clamp_warps(f.few_rows_y_only_wide_warps, f), "first")
         if rows == "few_sparse" and stores_residual and block_n > f.few_rows_thread_max_tile:
             # A row alone on its SM likewise, with the residual stored; fp16 with more warps.
             per_warp = f.few_rows_sparse_fp16_bytes_per_warp if fp16 else f.few_rows_sparse_bytes_per_warp
             warps = _pow2_at_most(block_n * elem_bytes // per_warp)
-            return ForwardConfig("rows", 1, block_n, 1, min(f.max_warps, max(f.min_warps, warps)), "first")
+            return ForwardConfig("rows", 1, block_n, 1, _clamp_warps(warps, f), "first")
         warps = _pow2_at_most(n_cols * elem_bytes // f.bytes_per_warp)
         if few_rows:
             boosted = f.few_rows_max_tile if stores_residual else f.few_rows_y_only_max_tile
@@ -467,7 +465,7 @@ def _forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
                 warps = f.min_warps  # raised to max_thread_elems' floor below
             else:
                 warps = f.max_warps
-        warps = min(f.max_warps, max(f.min_warps, block_n // (32 * f.max_thread_elems), warps))
+        warps = _clamp_warps(max(block_n // (32 * f.max_thread_elems), warps), f)
         if block_n <= (f.few_rows_max_tile if few_rows else f.weight_first_max_n) or not stores_residual:
             return ForwardConfig("rows", block_m, block_n, 1, warps, "first")
         # Wider decode tiles, and tiles that hold an SM alone, load the weight once their rows are in;
@@ -478,6 +476,10 @@ def _forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
     if splits > max_splits:
         return f.looped
     return dataclasses.replace(f.split, splits=splits)
+
+
+def _clamp_warps(warps: int, f: ForwardSettings) -> int:
+    return min(f.max_warps, max(f.min_warps, warps))
 
 
 def _light(block_n: int, f: ForwardSettings) -> bool:
@@ -508,7 +510,8 @@ def _lone_split(n_cols: int, elem_bytes: int, max_splits: int, f: ForwardSetting
     # tile narrower than split's columns (other settings) would outnumber the SMs: then split's columns.
     half = _decode_split(n_cols, elem_bytes, f, "half")
     if half[2] <= min(f.few_rows_split_lone_max_pieces, max_splits):
-        # A row within few_rows_split_min_bytes reads faster in one-row pieces (docs/tuning.md#forward-decode-split-rows).
+        # A row within few_rows_split_min_bytes reads faster in one-row pieces
+        # (docs/tuning.md#forward-decode-split-rows).
         return (1, *half[1:]) if n_cols * elem_bytes <= f.few_rows_split_min_bytes else half
     row = _decode_split(n_cols, elem_bytes, f, "row")
     return row if row[2] <= max_splits else _decode_split(n_cols, elem_bytes, f, "rows")
@@ -531,7 +534,7 @@ def forward_candidates(n_cols: int, elem_bytes: int, max_splits: int, settings: 
     (docs/tuning.md#forward-persistent-grid).
     """
     rule = forward_config(n_cols, elem_bytes, max_splits, settings, n_rows, stores_residual, fp16)
-    few_rows = _row_class(n_rows, n_cols, elem_bytes, max_splits, settings, stores_residual) in _FEW
+    few_rows = _row_class(n_rows, n_cols, elem_bytes, max_splits, settings, stores_residual, fp16) in _FEW
     # The whole-row tiles around the rule, which may be the persistent path's.
     rows = _forward_config(n_cols, elem_bytes, max_splits, settings, "few" if few_rows else "many", stores_residual,
                            fp16)
