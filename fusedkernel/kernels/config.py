@@ -226,6 +226,8 @@ class ForwardSettings:
     persistent_min_rows_per_sm: int  # ...this many rows per SM...
     persistent_max_rows_per_sm: int  # ...and at most this many: the persistent path at max_warps, one
     # program per SM: docs/tuning.md#forward-persistent-grid
+    band_tile_bytes: int  # at those row counts, whole-row tiles of this many bytes take at least...
+    band_warps: int  # ...this many warps: docs/tuning.md#forward-warps
     split: ForwardConfig  # rows wider than a tile, split over programs: docs/tuning.md#forward-split-rows
     looped: ForwardConfig  # rows split over more programs than SMs: docs/tuning.md#forward-looped-path
 
@@ -284,7 +286,7 @@ HOPPER = Settings(
         few_rows_split_tile_bytes=8192, few_rows_split_bytes_per_row=1280, few_rows_split_light_bytes_per_row=384,
         few_rows_split_y_only_light_min_bytes=53248, few_rows_split_sms_per_program=2, few_rows_split_programs_per_sm=2,
         few_rows_split_lone_max_pieces=14, few_rows_split_lone_min_cols=14336, persistent_tile_bytes=32768,
-        persistent_min_rows_per_sm=2, persistent_max_rows_per_sm=8,
+        persistent_min_rows_per_sm=2, persistent_max_rows_per_sm=8, band_tile_bytes=8192, band_warps=8,
         split=ForwardConfig("rows", 2, 2048, 1, 4),
         looped=ForwardConfig("looped", 1, 4096, 1, 8)),
     backward=BackwardSettings(
@@ -465,8 +467,15 @@ def _forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
                 warps = f.min_warps  # raised to max_thread_elems' floor below
             else:
                 warps = f.max_warps
+        elif rows == "band" and block_n * elem_bytes == f.band_tile_bytes:
+            # 2-8 rows an SM: more warps a row keep more of its loads in flight.
+            warps = max(warps, f.band_warps)
         warps = _clamp_warps(max(block_n // (32 * f.max_thread_elems), warps), f)
-        if block_n <= (f.few_rows_max_tile if few_rows else f.weight_first_max_n) or not stores_residual:
+        # fp16's light decode tiles past few_rows_thread_max_tile read faster with the weight first
+        # (docs/tuning.md#forward-decode-weight-before-the-sums).
+        fp16_first = fp16 and few_rows and block_n > f.few_rows_thread_max_tile and _light(block_n, f)
+        if (block_n <= (f.few_rows_max_tile if few_rows else f.weight_first_max_n) or not stores_residual
+                or fp16_first):
             return ForwardConfig("rows", block_m, block_n, 1, warps, "first")
         # Wider decode tiles, and tiles that hold an SM alone, load the weight once their rows are in;
         # other many-row tiles wait for rstd.

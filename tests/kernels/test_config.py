@@ -402,21 +402,25 @@ def test_the_decode_split_edge_follows_the_row_bytes():
 # (n, rows) -> warps of an fp16 decode row with the residual stored, and y only
 # (docs/tuning.md#forward-sparse-decode-warps): with the residual stored, sparse rows past 8192 elements take a
 # warp per 2 KiB of tile, the weight first, and a lone row stays whole; y only, the decode rule's 32 warps.
-# bf16 takes 4 with the residual stored (the lone 16384 row splits) and 4 or 8 y only.
+# bf16 takes 4 with the residual stored (the lone 16384 row splits) and 4 or 8 y only. At 17-132 rows
+# fp16 tiles past 8192 elements load the weight first where bf16's load it before the row sums
+# (docs/tuning.md#forward-decode-weight-before-the-sums).
 FP16 = {(8200, 1): (16, 32), (12288, 16): (16, 32), (16384, 1): (16, 32), (16384, 8): (16, 32),
-        (8192, 1): (8, 16), (16384, 17): (32, 32)}
+        (8192, 1): (8, 16), (16384, 17): (32, 32), (8200, 132): (32, 32), (8192, 64): (8, 16)}
 
 
 @pytest.mark.parametrize("n, rows", FP16)
 def test_fp16_decode_rows_keep_more_warps(n, rows):
     got = [forward_config(n, 2, 132, n_rows=rows, stores_residual=s, fp16=True) for s in (True, False)]
     assert tuple(c.num_warps for c in got) == FP16[n, rows] and all(c.splits == 1 for c in got)
-    assert got[0].weight_load == ("first" if got[0].num_warps == 16 else "before_sum")
+    assert got[0].weight_load == ("first" if n > 8192 else "before_sum")
     bf16 = [forward_config(n, 2, 132, n_rows=rows, stores_residual=s) for s in (True, False)]
     if n == 8192:  # tiles the fp16 exceptions do not reach: one launch
         assert got == bf16
+    elif rows > 16:
+        assert bf16[0] == dataclasses.replace(got[0], weight_load="before_sum")
     else:
-        assert bf16[1].num_warps == (4 if n > 10240 else 8) and (bf16[0].num_warps == 4 or rows == 17)
+        assert bf16[1].num_warps == (4 if n > 10240 else 8) and bf16[0].num_warps == 4
 
 
 @pytest.mark.parametrize("sms", [8, 16, 66, 132, 256])
@@ -515,6 +519,25 @@ def test_the_persistent_grid_takes_wide_whole_rows_a_few_per_sm(n, elem_bytes):
     # The rule's choice leads its candidates; the whole-row tiles of many rows follow it.
     cands = forward_candidates(n, elem_bytes, 132, n_rows=512)
     assert cands[0] == got[1] and forward_config(n, elem_bytes, 132) in cands
+
+
+# (n, elem_bytes) -> warps at 264, 265, 1056 and 1057 rows on 132 SMs: at 2-8 rows an SM, whole-row
+# tiles of 8 KiB (bf16 2049-4096 wide, fp32 1025-2048) take 8 warps (docs/tuning.md#forward-warps); other
+# tiles and row counts keep the rule's warps per row byte.
+BAND_WARPS = {(2880, 2): (4, 8, 8, 4), (4096, 2): (4, 8, 8, 4), (2304, 2): (4, 8, 8, 4),
+              (1536, 4): (4, 8, 8, 4), (2048, 4): (4, 8, 8, 4), (2048, 2): (4, 4, 4, 4),
+              (5120, 2): (8, 8, 8, 8), (1024, 4): (4, 4, 4, 4)}
+
+
+@pytest.mark.parametrize("n, elem_bytes", BAND_WARPS)
+def test_band_rows_of_8_kib_tiles_take_more_warps(n, elem_bytes):
+    for stores in (True, False):
+        got = [forward_config(n, elem_bytes, 132, n_rows=rows, stores_residual=stores, fp16=elem_bytes == 2)
+               for rows in (264, 265, 1056, 1057)]
+        assert tuple(c.num_warps for c in got) == BAND_WARPS[n, elem_bytes]
+        assert all(c.path == "rows" and c.weight_load == "first" for c in got)
+    # 8 SMs: the band is 17-64 rows.
+    assert forward_config(n, elem_bytes, 8, n_rows=64).num_warps == BAND_WARPS[n, elem_bytes][2]
 
 
 def test_split_candidates_split():
