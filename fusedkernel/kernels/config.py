@@ -175,9 +175,34 @@ class BackwardConfig:
                              f"got {self.wait_warps}")
 
 
+def _check_rule_settings(settings, powers_of_two: tuple[str, ...]) -> None:
+    # A rule's numbers: every count a positive int (0 would divide by zero on the first call), the
+    # named ones powers of two, warps within Triton's, launch configs of their own type.
+    name = type(settings).__name__
+    for field in dataclasses.fields(settings):
+        value = getattr(settings, field.name)
+        if field.type != "int":
+            if type(value).__name__ != field.type:
+                raise TypeError(f"{name}.{field.name} must be a {field.type}, got {type(value).__name__} {value!r}")
+            continue
+        if type(value) is not int:
+            raise TypeError(f"{name}.{field.name} must be an int, got {type(value).__name__} {value!r}")
+        if value < 1 or (field.name in powers_of_two and value & (value - 1)):
+            kind = "a power of two >= 1" if field.name in powers_of_two else ">= 1"
+            raise ValueError(f"{name}.{field.name} must be {kind}, got {value}")
+        if field.name.endswith("warps") and value > MAX_WARPS:
+            raise ValueError(f"{name}.{field.name} must be at most {MAX_WARPS}, got {value}")
+    if getattr(settings, "max_warps", MAX_WARPS) < settings.min_warps:
+        raise ValueError(f"{name}.min_warps must be at most max_warps ({settings.max_warps}), got {settings.min_warps}")
+
+
 @dataclass(frozen=True)
 class ForwardSettings:
-    """The numbers of the forward rule (:func:`forward_config`)."""
+    """The numbers of the forward rule (:func:`forward_config`).
+
+    Raises TypeError or ValueError, naming the field, for a count that is not an int >= 1 (a power
+    of two where tiles or warps need one), warps past 32, or a launch config of another type.
+    """
 
     max_tile_bytes: int  # widest row one program holds whole: docs/tuning.md#forward-whole-row-tiles
     narrow_tile_elems: int  # elements per program for narrow rows: docs/tuning.md#forward-narrow-rows
@@ -231,10 +256,23 @@ class ForwardSettings:
     split: ForwardConfig  # rows wider than a tile, split over programs: docs/tuning.md#forward-split-rows
     looped: ForwardConfig  # rows split over more programs than SMs: docs/tuning.md#forward-looped-path
 
+    def __post_init__(self) -> None:
+        # Tiles and warps meet next_power_of_2 widths and Triton's warp counts.
+        _check_rule_settings(self, ("max_tile_bytes", "narrow_tile_elems", "few_rows_warps", "few_rows_max_tile",
+                                    "few_rows_y_only_max_tile", "few_rows_thread_max_tile", "max_thread_elems",
+                                    "min_warps", "max_warps", "few_rows_y_only_wide_min_bytes",
+                                    "few_rows_y_only_wide_warps", "few_rows_y_only_bf16_warps", "weight_first_max_n",
+                                    "after_sum_max_tile_bytes", "few_rows_split_min_bytes", "few_rows_split_tile_bytes",
+                                    "persistent_tile_bytes", "band_tile_bytes", "band_warps"))
+
 
 @dataclass(frozen=True)
 class BackwardSettings:
-    """The numbers of the backward rule (:func:`backward_config`)."""
+    """The numbers of the backward rule (:func:`backward_config`).
+
+    Raises TypeError or ValueError, naming the field, for a count that is not an int >= 1 (a power
+    of two where tiles or warps need one), warps past 32, or a launch config of another type.
+    """
 
     max_tile_n: int  # widest whole-row tile in the interpreter (wider: the columns path)
     max_tile_bytes: int  # widest whole-row tile on a GPU (wider: the split path): docs/tuning.md#backward-whole-rows
@@ -258,6 +296,10 @@ class BackwardSettings:
     dw_sum_max_p: int  # at most this many shares per step: docs/tuning.md#dweight-sum
     dw_sum_min_cols: int  # at least this many columns per program: docs/tuning.md#dweight-sum
     dw_sum_warps: int  # warps of the sum's programs: docs/tuning.md#dweight-sum
+
+    def __post_init__(self) -> None:
+        _check_rule_settings(self, ("max_tile_n", "narrow_tile_bytes", "min_warps", "dw_sum_tile_elems",
+                                    "dw_sum_warps"))
 
 
 @dataclass(frozen=True)

@@ -584,3 +584,37 @@ def test_the_rule_is_cached_per_row_class_not_per_row_count():
     after = config._forward_config.cache_info()
     assert after.misses == before.misses and after.hits - before.hits == len(lengths)
     assert {forward_config(16384, 2, 132, HOPPER, n).path for n in lengths} == {"rows", "persistent"}
+
+
+# A rule's numbers are checked when settings are made: each bad one named, not a ZeroDivisionError or a
+# ForwardConfig error on the first call that reaches it.
+BAD_SETTINGS = [
+    ("forward", {"few_rows_sparse_fp16_bytes_per_warp": 0}, ValueError,
+     r"few_rows_sparse_fp16_bytes_per_warp must be >= 1, got 0"),
+    ("forward", {"bytes_per_warp": -1280}, ValueError, r"bytes_per_warp must be >= 1"),
+    ("forward", {"few_rows_split_tile_bytes": 3000}, ValueError,
+     r"few_rows_split_tile_bytes must be a power of two >= 1, got 3000"),
+    ("forward", {"band_warps": 64}, ValueError, r"band_warps must be at most 32, got 64"),
+    ("forward", {"min_warps": 8, "max_warps": 4}, ValueError, r"min_warps must be at most max_warps \(4\), got 8"),
+    ("forward", {"max_warps": 4.0}, TypeError, r"max_warps must be an int, got float"),
+    ("forward", {"band_tile_bytes": True}, TypeError, r"band_tile_bytes must be an int, got bool"),
+    ("forward", {"split": None}, TypeError, r"ForwardSettings.split must be a ForwardConfig, got NoneType"),
+    ("backward", {"dw_sum_warps": 0}, ValueError, r"BackwardSettings.dw_sum_warps must be a power of two >= 1, got 0"),
+    ("backward", {"wait_cols_per_warp": 0}, ValueError, r"wait_cols_per_warp must be >= 1, got 0"),
+    ("backward", {"split_4byte": ForwardConfig("rows", 1, 1024, 1, 4)}, TypeError,
+     r"BackwardSettings.split_4byte must be a BackwardConfig, got ForwardConfig"),
+]
+
+
+@pytest.mark.parametrize("part, change, error, match", BAD_SETTINGS)
+def test_bad_rule_settings_are_refused_by_name(part, change, error, match):
+    with pytest.raises(error, match=match):
+        dataclasses.replace(getattr(HOPPER, part), **change)
+
+
+def test_rule_settings_that_are_not_powers_of_two_where_the_rule_rounds_them_are_kept():
+    # A byte count per warp rounds down (test_sparse_decode_warps_under_other_settings...); warps past
+    # max_warps are clamped.
+    got = dataclasses.replace(HOPPER.forward, few_rows_sparse_bytes_per_warp=12288, few_rows_y_only_wide_warps=8,
+                              max_warps=4)
+    assert (got.few_rows_sparse_bytes_per_warp, got.max_warps) == (12288, 4)
