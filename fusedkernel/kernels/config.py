@@ -226,7 +226,8 @@ class ForwardSettings:
     few_rows_y_only_bf16_warps: int  # ...this many, the weight before the row sums (fp16: the decode rule's):
     # docs/tuning.md#forward-sparse-decode-warps
     weight_first_max_n: int  # whole rows up to this width load the weight first where the residual is stored
-    # (decode: up to few_rows_max_tile, wider decode tiles before the row sums but sparse decode's first);
+    # (decode: up to few_rows_max_tile, wider decode tiles before the row sums but sparse decode's and fp16's
+    # light ones first);
     # without that store every whole row does but bf16 decode rows over few_rows_y_only_bf16_min_cols:
     # docs/tuning.md#forward-weight-first,
     # docs/tuning.md#forward-decode-weight-before-the-sums
@@ -298,8 +299,9 @@ class BackwardSettings:
     dw_sum_warps: int  # warps of the sum's programs: docs/tuning.md#dweight-sum
 
     def __post_init__(self) -> None:
-        _check_rule_settings(self, ("max_tile_n", "narrow_tile_bytes", "min_warps", "dw_sum_tile_elems",
-                                    "dw_sum_warps"))
+        _check_rule_settings(self, ("max_tile_n", "narrow_tile_bytes", "min_warps", "max_rows_per_sm",
+                                    "threads_per_sm", "wide_threads_per_sm", "sum_tile_elems", "dw_sum_tile_elems",
+                                    "dw_sum_max_p", "dw_sum_warps"))
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """The launch rules cover every width with a legal launch; settings are data keyed by architecture."""
 
 import dataclasses
+import itertools
 
 import pytest
 import triton
@@ -531,8 +532,8 @@ BAND_WARPS = {(2880, 2): (4, 8, 8, 4), (4096, 2): (4, 8, 8, 4), (2304, 2): (4, 8
 
 @pytest.mark.parametrize("n, elem_bytes", BAND_WARPS)
 def test_band_rows_of_8_kib_tiles_take_more_warps(n, elem_bytes):
-    for stores in (True, False):
-        got = [forward_config(n, elem_bytes, 132, n_rows=rows, stores_residual=stores, fp16=elem_bytes == 2)
+    for stores, fp16 in itertools.product((True, False), (False, elem_bytes == 2)):
+        got = [forward_config(n, elem_bytes, 132, n_rows=rows, stores_residual=stores, fp16=fp16)
                for rows in (264, 265, 1056, 1057)]
         assert tuple(c.num_warps for c in got) == BAND_WARPS[n, elem_bytes]
         assert all(c.path == "rows" and c.weight_load == "first" for c in got)
@@ -601,6 +602,7 @@ BAD_SETTINGS = [
     ("forward", {"split": None}, TypeError, r"ForwardSettings.split must be a ForwardConfig, got NoneType"),
     ("backward", {"dw_sum_warps": 0}, ValueError, r"BackwardSettings.dw_sum_warps must be a power of two >= 1, got 0"),
     ("backward", {"wait_cols_per_warp": 0}, ValueError, r"wait_cols_per_warp must be >= 1, got 0"),
+    ("backward", {"threads_per_sm": 384}, ValueError, r"threads_per_sm must be a power of two >= 1, got 384"),
     ("backward", {"split_4byte": ForwardConfig("rows", 1, 1024, 1, 4)}, TypeError,
      r"BackwardSettings.split_4byte must be a BackwardConfig, got ForwardConfig"),
 ]
@@ -610,11 +612,3 @@ BAD_SETTINGS = [
 def test_bad_rule_settings_are_refused_by_name(part, change, error, match):
     with pytest.raises(error, match=match):
         dataclasses.replace(getattr(HOPPER, part), **change)
-
-
-def test_rule_settings_that_are_not_powers_of_two_where_the_rule_rounds_them_are_kept():
-    # A byte count per warp rounds down (test_sparse_decode_warps_under_other_settings...); warps past
-    # max_warps are clamped.
-    got = dataclasses.replace(HOPPER.forward, few_rows_sparse_bytes_per_warp=12288, few_rows_y_only_wide_warps=8,
-                              max_warps=4)
-    assert (got.few_rows_sparse_bytes_per_warp, got.max_warps) == (12288, 4)
