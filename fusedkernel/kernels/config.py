@@ -512,7 +512,7 @@ def _forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
             else:
                 warps = f.max_warps
         elif rows == "band" and block_n * elem_bytes == f.band_tile_bytes:
-            # 2-8 rows an SM: more warps a row keep more of its loads in flight.
+            # 2-8 rows an SM: more warps a row keep more of its loads in flight (docs/tuning.md#forward-warps).
             warps = max(warps, f.band_warps)
         warps = _clamp_warps(max(block_n // (32 * f.max_thread_elems), warps), f)
         # fp16's light decode tiles past few_rows_thread_max_tile read faster with the weight first
