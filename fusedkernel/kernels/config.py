@@ -192,8 +192,6 @@ def _check_rule_settings(settings, powers_of_two: tuple[str, ...]) -> None:
             raise ValueError(f"{name}.{field.name} must be {kind}, got {value}")
         if field.name.endswith("warps") and value > MAX_WARPS:
             raise ValueError(f"{name}.{field.name} must be at most {MAX_WARPS}, got {value}")
-    if getattr(settings, "max_warps", MAX_WARPS) < settings.min_warps:
-        raise ValueError(f"{name}.min_warps must be at most max_warps ({settings.max_warps}), got {settings.min_warps}")
 
 
 @dataclass(frozen=True)
@@ -265,6 +263,9 @@ class ForwardSettings:
                                     "few_rows_y_only_wide_warps", "few_rows_y_only_bf16_warps", "weight_first_max_n",
                                     "after_sum_max_tile_bytes", "few_rows_split_min_bytes", "few_rows_split_tile_bytes",
                                     "persistent_tile_bytes", "band_tile_bytes", "band_warps"))
+        if self.min_warps > self.max_warps:
+            raise ValueError(f"ForwardSettings.min_warps must be at most max_warps ({self.max_warps}), "
+                             f"got {self.min_warps}")
 
 
 @dataclass(frozen=True)
