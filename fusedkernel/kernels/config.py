@@ -28,7 +28,8 @@ Forward paths:
   walking row blocks and loading the next block before this one's sums. The
   rule takes it for 32 KiB whole-row tiles (one holds an SM alone: bf16 and
   fp16 rows 8193-16384 wide, fp32 4097-8192) at more than 2 and at most 8
-  rows per SM (265-1056 rows on 132 SMs).
+  rows per SM (265-1056 rows on 132 SMs), 16 warps a program for rows of at
+  most 20 KiB, else 32.
 
 Backward paths: ``rows`` (whole rows, persistent grid), ``split`` (rows split
 over programs that exchange partial dot products) and ``columns`` (a pass for
@@ -249,7 +250,9 @@ class ForwardSettings:
     persistent_tile_bytes: int  # whole-row tiles of this many bytes (one program an SM) with more than...
     persistent_min_rows_per_sm: int  # ...this many rows per SM...
     persistent_max_rows_per_sm: int  # ...and at most this many: the persistent path at max_warps, one
-    # program per SM: docs/tuning.md#forward-persistent-grid
+    # program per SM, but rows of at most...
+    persistent_narrow_row_bytes: int  # ...this many bytes (the tile partly masked) at...
+    persistent_narrow_warps: int  # ...this many: docs/tuning.md#forward-persistent-grid
     band_tile_bytes: int  # at those row counts, whole-row tiles of this many bytes take at least...
     band_warps: int  # ...this many warps: docs/tuning.md#forward-warps
     split: ForwardConfig  # rows wider than a tile, split over programs: docs/tuning.md#forward-split-rows
@@ -262,7 +265,8 @@ class ForwardSettings:
                                     "min_warps", "max_warps", "few_rows_y_only_wide_min_bytes",
                                     "few_rows_y_only_wide_warps", "few_rows_y_only_bf16_warps", "weight_first_max_n",
                                     "after_sum_max_tile_bytes", "few_rows_split_min_bytes", "few_rows_split_tile_bytes",
-                                    "persistent_tile_bytes", "band_tile_bytes", "band_warps"))
+                                    "persistent_tile_bytes", "persistent_narrow_warps", "band_tile_bytes",
+                                    "band_warps"))
         if self.min_warps > self.max_warps:
             raise ValueError(f"ForwardSettings.min_warps must be at most max_warps ({self.max_warps}), "
                              f"got {self.min_warps}")
@@ -331,7 +335,8 @@ HOPPER = Settings(
         few_rows_split_tile_bytes=8192, few_rows_split_bytes_per_row=1280, few_rows_split_light_bytes_per_row=384,
         few_rows_split_y_only_light_min_bytes=53248, few_rows_split_sms_per_program=2, few_rows_split_programs_per_sm=2,
         few_rows_split_lone_max_pieces=14, few_rows_split_lone_min_cols=14336, persistent_tile_bytes=32768,
-        persistent_min_rows_per_sm=2, persistent_max_rows_per_sm=8, band_tile_bytes=8192, band_warps=8,
+        persistent_min_rows_per_sm=2, persistent_max_rows_per_sm=8, persistent_narrow_row_bytes=20480,
+        persistent_narrow_warps=16, band_tile_bytes=8192, band_warps=8,
         split=ForwardConfig("rows", 2, 2048, 1, 4),
         looped=ForwardConfig("looped", 1, 4096, 1, 8)),
     backward=BackwardSettings(
@@ -487,7 +492,11 @@ def _forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
         block_n = triton.next_power_of_2(n_cols)
         block_m = 1 if few_rows else max(1, f.narrow_tile_elems // block_n)
         if block_n * elem_bytes == f.persistent_tile_bytes and rows == "band":
-            return ForwardConfig("persistent", block_m, block_n, 1, f.max_warps, "first", 1)
+            # A row filling at most 5/8 of the tile reads faster on half the warps (fewer meet at each
+            # row's sums): docs/tuning.md#forward-persistent-grid.
+            narrow = n_cols * elem_bytes <= f.persistent_narrow_row_bytes
+            warps = _clamp_warps(f.persistent_narrow_warps, f) if narrow else f.max_warps
+            return ForwardConfig("persistent", block_m, block_n, 1, warps, "first", 1)
         if (few_rows and not stores_residual and not fp16 and _light(block_n, f)
                 and block_n * elem_bytes > f.few_rows_y_only_wide_min_bytes):
             # A decode row is a chain of latencies: fewer warps meet at a cheaper reduction, and each keeps

@@ -503,23 +503,30 @@ def test_persistent_candidates_hold_the_rules_whole_rows_at_prefill_only(n):
 
 
 # (n, elem_bytes) -> the rule's path at 264 and 265 rows (2 per SM and just over), 1056 (8 per SM)
-# and 1057 on 132 SMs: docs/tuning.md#forward-persistent-grid. Whole-row tiles of 32 KiB (bf16
-# 8193-16384 wide, fp32 4097-8192) walk rows on a grid of one program per SM; wider tiles do not.
-PERSISTENT = {(8192, 2): "rrrr", (8200, 2): "rppr", (16384, 2): "rppr", (32768, 2): "rrrr",
-              (32776, 2): "ssss", (4096, 4): "rrrr", (8192, 4): "rppr", (16384, 4): "rrrr"}
+# and 1057 on 132 SMs, and its persistent warps: docs/tuning.md#forward-persistent-grid. Whole-row
+# tiles of 32 KiB (bf16 8193-16384 wide, fp32 4097-8192) walk rows on a grid of one program per SM,
+# 16 warps for rows of at most 20 KiB, else 32; wider tiles do not.
+PERSISTENT = {(8192, 2): ("rrrr", None), (8200, 2): ("rppr", 16), (10240, 2): ("rppr", 16),
+              (10248, 2): ("rppr", 32), (16384, 2): ("rppr", 32), (32768, 2): ("rrrr", None),
+              (32776, 2): ("ssss", None), (4096, 4): ("rrrr", None), (4104, 4): ("rppr", 16),
+              (5120, 4): ("rppr", 16), (5128, 4): ("rppr", 32), (8192, 4): ("rppr", 32), (16384, 4): ("rrrr", None)}
 
 
 @pytest.mark.parametrize("n, elem_bytes", PERSISTENT)
 def test_the_persistent_grid_takes_wide_whole_rows_a_few_per_sm(n, elem_bytes):
-    got = [forward_config(n, elem_bytes, 132, n_rows=rows) for rows in (264, 265, 1056, 1057)]
-    assert "".join("s" if c.splits > 1 else c.path[0] for c in got) == PERSISTENT[n, elem_bytes]
-    for c in got:
-        if c.path == "persistent":
-            assert (c.num_warps, c.programs_per_sm, c.weight_load) == (F.max_warps, 1, "first")
-            assert c.block_n == forward_config(n, elem_bytes, 132).block_n >= n
-    # The rule's choice leads its candidates; the whole-row tiles of many rows follow it.
-    cands = forward_candidates(n, elem_bytes, 132, n_rows=512)
-    assert cands[0] == got[1] and forward_config(n, elem_bytes, 132) in cands
+    paths, warps = PERSISTENT[n, elem_bytes]
+    for stores, fp16 in itertools.product((True, False), (False, elem_bytes == 2)):
+        got = [forward_config(n, elem_bytes, 132, n_rows=rows, stores_residual=stores, fp16=fp16)
+               for rows in (264, 265, 1056, 1057)]
+        assert "".join("s" if c.splits > 1 else c.path[0] for c in got) == paths
+        for c in got:
+            if c.path == "persistent":
+                assert (c.num_warps, c.programs_per_sm, c.weight_load) == (warps, 1, "first")
+                assert c.block_n == forward_config(n, elem_bytes, 132).block_n >= n
+        # The rule's choice leads its candidates; the whole-row tiles of many rows follow it.
+        cands = forward_candidates(n, elem_bytes, 132, n_rows=512, stores_residual=stores, fp16=fp16)
+        assert cands[0] == got[1]
+        assert forward_config(n, elem_bytes, 132, stores_residual=stores, fp16=fp16) in cands
 
 
 # (n, elem_bytes) -> warps at 264, 265, 1056 and 1057 rows on 132 SMs: at 2-8 rows an SM, whole-row
