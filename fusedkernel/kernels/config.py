@@ -209,7 +209,11 @@ class ForwardSettings:
     few_rows_warps: int  # ...times this where the grid has a program per SM at most (decode) and...
     few_rows_max_tile: int  # ...tiles of at most this many elements where the residual is stored...
     few_rows_y_only_max_tile: int  # ...or this many where y only; wider decode tiles take max_warps...
-    few_rows_thread_max_tile: int  # ...except, with the residual stored, tiles up to this many: min_warps...
+    few_rows_thread_max_tile: int  # ...except, with the residual stored, tiles up to this many: min_warps
+    # (2-byte rows over...
+    few_rows_thread_wide_row_bytes: int  # ...this many bytes, and fp32 rows of a launch of more than...
+    few_rows_dense_bytes: int  # ...this many row bytes, the weight first: ...
+    few_rows_thread_wide_warps: int  # ...this many: docs/tuning.md#forward-decode-weight-before-the-sums)...
     max_thread_elems: int  # ...and enough that no thread holds more tile elements than this...
     min_warps: int  # ...at least this many...
     max_warps: int  # ...at most this many...
@@ -261,7 +265,7 @@ class ForwardSettings:
     def __post_init__(self) -> None:
         # Tiles and warps meet next_power_of_2 widths and Triton's warp counts.
         _check_rule_settings(self, ("max_tile_bytes", "narrow_tile_elems", "few_rows_warps", "few_rows_max_tile",
-                                    "few_rows_y_only_max_tile", "few_rows_thread_max_tile", "max_thread_elems",
+                                    "few_rows_y_only_max_tile", "few_rows_thread_max_tile", "few_rows_thread_wide_warps", "max_thread_elems",
                                     "min_warps", "max_warps", "few_rows_y_only_wide_min_bytes",
                                     "few_rows_y_only_wide_warps", "few_rows_y_only_bf16_warps", "weight_first_max_n",
                                     "after_sum_max_tile_bytes", "few_rows_split_min_bytes", "few_rows_split_tile_bytes",
@@ -327,7 +331,8 @@ HOPPER = Settings(
     arch="hopper",
     forward=ForwardSettings(
         max_tile_bytes=65536, narrow_tile_elems=2048, bytes_per_warp=1280, few_rows_warps=2, few_rows_max_tile=4096,
-        few_rows_y_only_max_tile=8192, few_rows_thread_max_tile=8192, max_thread_elems=32, min_warps=4, max_warps=32,
+        few_rows_y_only_max_tile=8192, few_rows_thread_max_tile=8192, few_rows_thread_wide_row_bytes=12288,
+        few_rows_dense_bytes=1572864, few_rows_thread_wide_warps=16, max_thread_elems=32, min_warps=4, max_warps=32,
         few_rows_sparse_sms_per_row=8, few_rows_sparse_bytes_per_warp=8192,
         few_rows_sparse_fp16_bytes_per_warp=2048, few_rows_y_only_wide_min_bytes=16384, few_rows_y_only_wide_warps=8,
         few_rows_y_only_bf16_min_cols=10240, few_rows_y_only_bf16_warps=4,
@@ -406,7 +411,8 @@ def _row_class(n_rows: int | None, n_cols: int, elem_bytes: int, max_splits: int
     # few_rows_split_programs_per_sm programs an SM: one row a program, the same tile where one row
     # fills it), "few_split_lone" (as few_split, one row, and a lone row over few_rows_split_lone_min_cols with
     # the residual stored, not fp16: _lone_split's pieces), "few_sparse" (few, with at
-    # least few_rows_sparse_sms_per_row SMs a row), "band" (the persistent grid's row counts) or "many".
+    # least few_rows_sparse_sms_per_row SMs a row), "few_dense" (few, rows of more than few_rows_dense_bytes
+    # in all), "band" (the persistent grid's row counts) or "many".
     if n_rows is None:
         return "many"
     if type(n_rows) is not int or n_rows < 0:
@@ -422,7 +428,10 @@ def _row_class(n_rows: int | None, n_cols: int, elem_bytes: int, max_splits: int
             split = _decode_split_class(n_rows, n_cols, elem_bytes, max_splits, f, stores_residual, fp16)
             if split:
                 return split
-        return "few_sparse" if n_rows * f.few_rows_sparse_sms_per_row <= max_splits else "few"
+        if n_rows * f.few_rows_sparse_sms_per_row <= max_splits:
+            return "few_sparse"
+        dense = type(n_cols) is int and type(elem_bytes) is int and n_rows * n_cols * elem_bytes > f.few_rows_dense_bytes
+        return "few_dense" if dense else "few"
     if f.persistent_min_rows_per_sm * max_splits < n_rows <= f.persistent_max_rows_per_sm * max_splits:
         return "band"
     return "many"
@@ -466,7 +475,7 @@ def _decode_split_class(n_rows: int, n_cols: int, elem_bytes: int, max_splits: i
 
 
 _SPLIT = ("few_split", "few_split_sparse", "few_split_row", "few_split_lone")  # _row_class's decode split classes
-_FEW = ("few", "few_sparse", *_SPLIT)
+_FEW = ("few", "few_sparse", "few_dense", *_SPLIT)
 
 
 # typed: 16384.0 must not hit 16384's entry and skip the argument checks.
@@ -519,6 +528,13 @@ def _forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
                 warps *= f.few_rows_warps
             elif stores_residual and block_n <= f.few_rows_thread_max_tile:
                 warps = f.min_warps  # raised to max_thread_elems' floor below
+                # Wide 2-byte rows, and fp32 rows of a launch of many bytes, keep more loads in flight on more
+                # warps (docs/tuning.md#forward-decode-weight-before-the-sums); fp32 with the weight first.
+                if elem_bytes == 2 and n_cols * elem_bytes > f.few_rows_thread_wide_row_bytes:
+                    warps = f.few_rows_thread_wide_warps
+                elif elem_bytes == 4 and rows == "few_dense":
+                    return ForwardConfig("rows", block_m, block_n, 1, _clamp_warps(f.few_rows_thread_wide_warps, f),
+                                         "first")
             else:
                 warps = f.max_warps
         elif rows == "band" and block_n * elem_bytes == f.band_tile_bytes:

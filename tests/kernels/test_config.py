@@ -42,7 +42,10 @@ def test_every_column_is_covered(n, max_splits, elem_bytes):
         # Whole narrow rows load the weight first; elsewhere its registers cost more.
         assert (cfg.weight_load == "first") == (cfg.splits == 1 and cfg.block_n <= WEIGHT_FIRST_MAX_N)
         few = forward_config(n, elem_bytes, max_splits, n_rows=max_splits)
-        assert (few.weight_load == "first") == (few.splits == 1 and few.block_n <= F.few_rows_max_tile)
+        dense_fp32 = (elem_bytes == 4 and F.few_rows_max_tile < few.block_n <= F.few_rows_thread_max_tile
+                      and max_splits * n * elem_bytes > F.few_rows_dense_bytes)
+        first = few.block_n <= F.few_rows_max_tile or dense_fp32
+        assert (few.weight_load == "first") == (few.splits == 1 and first)
         # A sparse decode row (one on 132 SMs) past few_rows_thread_max_tile loads it first.
         lone = forward_config(n, elem_bytes, max_splits, n_rows=1)
         if max_splits == 132 and lone.splits == 1:
@@ -212,14 +215,15 @@ def test_the_tuners_sweep_the_rule_first_and_only_legal_settings(n):
 # rule of docs/tuning.md#forward-warps: one warp per 1280 bytes rounded down to a power of two, doubled
 # for decode tiles of at most 4096 elements where the residual is stored, 8192 where y only; wider decode
 # tiles: 32, except 8192-element tiles with the residual stored, which take only the warps that hold 32
-# tile elements a thread (docs/tuning.md#forward-decode-weight-before-the-sums); never more than 32 tile
+# tile elements a thread, 16 in 2-byte rows over 12 KiB and in fp32 launches of more than 1.5 MiB of rows
+# (docs/tuning.md#forward-decode-weight-before-the-sums); never more than 32 tile
 # elements a thread, 4 to 32; decode tiles over 16 KiB writing y only take 8 in fp32, and 4 in bf16 rows
 # over 10240 wide (the weight before the sums) (docs/tuning.md#forward-sparse-decode-warps). Values: many
 # rows, decode with the residual stored, decode writing y only.
 WARPS = {(1024, 2): (4, 4, 4), (2880, 2): (4, 8, 8), (4096, 2): (4, 8, 8), (5120, 2): (8, 8, 16),
-         (7168, 2): (8, 8, 16), (8192, 2): (8, 8, 16), (10240, 2): (16, 32, 32), (16384, 2): (16, 32, 4),
+         (7168, 2): (8, 16, 16), (8192, 2): (8, 16, 16), (10240, 2): (16, 32, 32), (16384, 2): (16, 32, 4),
          (18432, 2): (32, 32, 32), (32768, 2): (32, 32, 32), (2048, 4): (4, 8, 8), (4096, 4): (8, 16, 16),
-         (5120, 4): (16, 8, 8), (8192, 4): (16, 8, 8), (16384, 4): (32, 32, 8)}
+         (5120, 4): (16, 16, 8), (8192, 4): (16, 16, 8), (16384, 4): (32, 32, 8)}
 
 
 @pytest.mark.parametrize("n, elem_bytes", WARPS)
@@ -232,7 +236,8 @@ def test_whole_row_warps_follow_the_row_bytes_and_the_row_count(n, elem_bytes):
     assert few.block_m == 1 and many.block_m == max(1, F.narrow_tile_elems // many.block_n)
     assert few.block_n == many.block_n
     assert few_y.weight_load == ("before_sum" if few_y.num_warps == 4 and n > 10240 else "first")
-    assert (few.weight_load == "first") == (few.block_n <= 4096)
+    # fp32 rows of 4097-8192 at 132 rows hold more than 1.5 MiB: the weight first.
+    assert (few.weight_load == "first") == (few.block_n <= 4096 or (elem_bytes == 4 and few.block_n == 8192))
 
 
 # (n, elem_bytes) -> (warps, weight load) of a sparse decode row (1-16 rows on 132 SMs), with the residual
@@ -240,11 +245,16 @@ def test_whole_row_warps_follow_the_row_bytes_and_the_row_count(n, elem_bytes):
 # elements take a warp per 8 KiB of tile, the weight first; y only, tiles over 16 KiB take 8 warps, first (in
 # fp32 and bf16 rows over 10240 wide at any decode row count, the bf16 ones 4, the weight before the sums);
 # other tiles as at 17-132 rows.
-SPARSE = {(4096, 2): ((8, "first"), (8, "first")), (8192, 2): ((8, "before_sum"), (16, "first")),
+SPARSE = {(4096, 2): ((8, "first"), (8, "first")), (8192, 2): ((16, "before_sum"), (16, "first")),
           (8200, 2): ((4, "first"), (8, "first")), (12288, 2): ((4, "first"), (4, "before_sum")),
           (16384, 2): ((4, "first"), (4, "before_sum")), (4096, 4): ((16, "first"), (16, "first")),
           (4104, 4): ((8, "before_sum"), (8, "first")), (5120, 4): ((8, "before_sum"), (8, "first")),
           (8200, 4): ((8, "first"), (8, "first"))}
+
+
+def _not_dense(n: int, elem_bytes: int, sms: int) -> int:
+    # The most decode rows of n elements whose bytes stay within few_rows_dense_bytes.
+    return min(sms, F.few_rows_dense_bytes // (n * elem_bytes))
 
 
 @pytest.mark.parametrize("n, elem_bytes", SPARSE)
@@ -255,14 +265,17 @@ def test_sparse_decode_rows_take_their_own_warps_and_the_weight_first(n, elem_by
         sparse = [forward_config(n, elem_bytes, 132, n_rows=rows, stores_residual=stores)
                   for rows in ((2, 16) if lone else (1, 16))]
         assert {(c.path, c.block_m, c.splits, c.num_warps, c.weight_load) for c in sparse} == {("rows", 1, 1, *want)}
-        # Past a row for 8 SMs, the decode rule's warps and weight load.
+        # Past a row for 8 SMs, the decode rule's warps and weight load (up to the rows whose bytes make an
+        # fp32 launch dense).
         dense = forward_config(n, elem_bytes, 132, n_rows=17, stores_residual=stores)
-        assert dense == forward_config(n, elem_bytes, 132, n_rows=132, stores_residual=stores)
+        assert dense == forward_config(n, elem_bytes, 132, n_rows=_not_dense(n, elem_bytes, 132),
+                                       stores_residual=stores)
         if not stores and n * elem_bytes > 16384 and (elem_bytes == 4 or n > 10240):  # at every decode row count
             assert dense in sparse
     # The edge follows the SM count: 32 rows on 256 SMs are sparse, 33 are not; 16 rows on 64 SMs are not.
     if n * elem_bytes <= 32768:  # wider rows split at some of these counts
-        sparse, dense = forward_config(n, elem_bytes, 256, n_rows=32), forward_config(n, elem_bytes, 256, n_rows=256)
+        sparse = forward_config(n, elem_bytes, 256, n_rows=32)
+        dense = forward_config(n, elem_bytes, 256, n_rows=_not_dense(n, elem_bytes, 256))
         assert (sparse.num_warps, sparse.weight_load) == SPARSE[n, elem_bytes][0]
         assert forward_config(n, elem_bytes, 256, n_rows=33) == dense
         assert forward_config(n, elem_bytes, 64, n_rows=16) == forward_config(n, elem_bytes, 64, n_rows=64)
@@ -309,7 +322,8 @@ def test_without_a_residual_store_whole_rows_load_the_weight_first(n, n_rows, el
 
 
 # (n, elem_bytes) -> weight first: many rows with the residual stored, decode (132 rows) with it stored, a
-# sparse decode (1 row) with it stored, y only (docs/tuning.md#forward-weight-first,
+# sparse decode (1 row) with it stored, y only (docs/tuning.md#forward-weight-first; fp32 8192-element decode
+# tiles of 132 rows, over 1.5 MiB, load it first: docs/tuning.md#forward-decode-weight-before-the-sums;
 # docs/tuning.md#forward-sparse-decode-warps: bf16 decode rows over 10240 wide writing y only load it before
 # the sums; a lone bf16 16384 row with the residual stored splits and loads it before the sums,
 # docs/tuning.md#forward-decode-split-rows).
@@ -317,7 +331,7 @@ WEIGHT_FIRST = {(2880, 2): (True, True, True, True), (4096, 2): (True, True, Tru
                 (5120, 2): (True, False, False, True), (8192, 2): (True, False, False, True),
                 (8200, 2): (False, False, True, True), (16384, 2): (False, False, False, False),
                 (2048, 4): (True, True, True, True), (4096, 4): (True, True, True, True),
-                (8192, 4): (True, False, False, True)}
+                (8192, 4): (True, True, False, True)}
 
 
 @pytest.mark.parametrize("n, elem_bytes", WEIGHT_FIRST)
@@ -334,7 +348,9 @@ def test_wider_decode_tiles_load_the_weight_before_the_row_sums(n, elem_bytes):
     # past few_rows_max_tile loads the weight between the rows and their sums; many rows wait for rstd.
     few, many = (forward_config(n, elem_bytes, 132, n_rows=rows) for rows in (132, None))
     if few.splits == 1 and few.path == "rows":
-        assert few.weight_load == ("before_sum" if few.block_n > F.few_rows_max_tile else "first")
+        # fp32 rows of 4097-8192 at 132 rows are over few_rows_dense_bytes: the weight first, with 16 warps.
+        dense = elem_bytes == 4 and few.block_n == F.few_rows_thread_max_tile
+        assert few.weight_load == ("before_sum" if few.block_n > F.few_rows_max_tile and not dense else "first")
     if many.splits == 1 and many.path == "rows":
         # docs/tuning.md#forward-whole-row-tiles: a 64 KiB tile holds its SM alone and loads it before the sums.
         late = "before_sum" if many.block_n * elem_bytes == 65536 else "after_sum"
@@ -400,6 +416,40 @@ def test_the_decode_split_edge_follows_the_row_bytes():
     assert last_y == {13312: 0, 13824: 1, 14336: 3, 15360: 6, 16384: 9}
 
 
+# docs/tuning.md#forward-decode-weight-before-the-sums: decode tiles of 4097-8192 elements with the residual
+# stored take 8 warps and the weight before the sums, but 2-byte rows over 12 KiB (6145-8192 wide) take 16 at
+# every decode row count.
+@pytest.mark.parametrize("fp16", [False, True])
+@pytest.mark.parametrize("rows", [1, 8, 16, 17, 64, 132])
+def test_wide_2_byte_decode_rows_take_16_warps(rows, fp16):
+    got = {n: forward_config(n, 2, 132, n_rows=rows, fp16=fp16) for n in (4104, 6144, 6152, 7168, 8192)}
+    assert {n: (c.path, c.splits, c.num_warps, c.weight_load) for n, c in got.items()} == {
+        4104: ("rows", 1, 8, "before_sum"), 6144: ("rows", 1, 8, "before_sum"), 6152: ("rows", 1, 16, "before_sum"),
+        7168: ("rows", 1, 16, "before_sum"), 8192: ("rows", 1, 16, "before_sum")}
+    # Writing y only, and many rows, keep their own warps.
+    assert forward_config(7168, 2, 132, n_rows=rows, stores_residual=False, fp16=fp16).weight_load == "first"
+    assert forward_config(7168, 2, 132, n_rows=512, fp16=fp16).num_warps == 8
+
+
+# n -> the most rows of an fp32 decode launch (132 SMs) whose rows hold at most 1.5 MiB: one more takes 16 warps
+# and the weight first, with the residual stored (docs/tuning.md#forward-decode-weight-before-the-sums).
+FP32_DENSE_EDGE = {4352: 90, 5120: 76, 6656: 59, 8192: 48}
+
+
+@pytest.mark.parametrize("n", FP32_DENSE_EDGE)
+def test_fp32_decode_launches_of_many_bytes_take_16_warps_and_the_weight_first(n):
+    last = FP32_DENSE_EDGE[n]
+    below, above = (forward_config(n, 4, 132, n_rows=rows) for rows in (last, last + 1))
+    assert (below.num_warps, below.weight_load) == (8, "before_sum")
+    assert (above.num_warps, above.weight_load) == (16, "first")
+    assert forward_config(n, 4, 132, n_rows=132) == above
+    # The edge is the launch's bytes, not its share of the SMs; writing y only is not moved by it.
+    assert forward_config(n, 4, 256, n_rows=last + 1) == above
+    assert forward_config(n, 4, 256, n_rows=last) == below
+    y_only = [forward_config(n, 4, 132, n_rows=rows, stores_residual=False) for rows in (last, last + 1)]
+    assert y_only[0] == y_only[1]
+
+
 # (n, rows) -> warps of an fp16 decode row with the residual stored, and y only
 # (docs/tuning.md#forward-sparse-decode-warps): with the residual stored, sparse rows past 8192 elements take a
 # warp per 2 KiB of tile, the weight first, and a lone row stays whole; y only, the decode rule's 32 warps.
@@ -407,7 +457,7 @@ def test_the_decode_split_edge_follows_the_row_bytes():
 # fp16 tiles past 8192 elements load the weight first where bf16's load it before the row sums
 # (docs/tuning.md#forward-decode-weight-before-the-sums).
 FP16 = {(8200, 1): (16, 32), (12288, 16): (16, 32), (16384, 1): (16, 32), (16384, 8): (16, 32),
-        (8192, 1): (8, 16), (16384, 17): (32, 32), (8200, 132): (32, 32), (8192, 64): (8, 16)}
+        (8192, 1): (16, 16), (16384, 17): (32, 32), (8200, 132): (32, 32), (8192, 64): (16, 16)}
 
 
 @pytest.mark.parametrize("n, rows", FP16)
