@@ -265,7 +265,8 @@ class ForwardSettings:
     def __post_init__(self) -> None:
         # Tiles and warps meet next_power_of_2 widths and Triton's warp counts.
         _check_rule_settings(self, ("max_tile_bytes", "narrow_tile_elems", "few_rows_warps", "few_rows_max_tile",
-                                    "few_rows_y_only_max_tile", "few_rows_thread_max_tile", "few_rows_thread_wide_warps", "max_thread_elems",
+                                    "few_rows_y_only_max_tile", "few_rows_thread_max_tile",
+                                    "few_rows_thread_wide_warps", "max_thread_elems",
                                     "min_warps", "max_warps", "few_rows_y_only_wide_min_bytes",
                                     "few_rows_y_only_wide_warps", "few_rows_y_only_bf16_warps", "weight_first_max_n",
                                     "after_sum_max_tile_bytes", "few_rows_split_min_bytes", "few_rows_split_tile_bytes",
@@ -430,7 +431,8 @@ def _row_class(n_rows: int | None, n_cols: int, elem_bytes: int, max_splits: int
                 return split
         if n_rows * f.few_rows_sparse_sms_per_row <= max_splits:
             return "few_sparse"
-        dense = type(n_cols) is int and type(elem_bytes) is int and n_rows * n_cols * elem_bytes > f.few_rows_dense_bytes
+        dense = (type(n_cols) is int and type(elem_bytes) is int
+                 and n_rows * n_cols * elem_bytes > f.few_rows_dense_bytes)
         return "few_dense" if dense else "few"
     if f.persistent_min_rows_per_sm * max_splits < n_rows <= f.persistent_max_rows_per_sm * max_splits:
         return "band"
