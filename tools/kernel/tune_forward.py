@@ -29,6 +29,57 @@ WIDTHS = [1024, 1536, 2048, 2880, 3584, 4096, 5120, 6144, 7168, 8192, 10240, 122
           32768, 65536, 131072, 262144]
 
 
+class Case:
+    """One op's inputs on the GPU at ``tokens`` rows of ``n`` in dtype ``dname``: launch, check and floor.
+
+    ``op`` as the suite's: "forward" (y only; floor ``torch.add``), "inference" (the residual updated
+    in place) or "forward+residual" (x + residual to a new tensor; both floor ``torch.addcmul``).
+    """
+
+    def __init__(self, op: str, dname: str, n: int, tokens: int) -> None:
+        g = torch.Generator(device=DEVICE).manual_seed(0)
+        self.x, self.r, self.z = (torch.randn(tokens, n, device=DEVICE, dtype=DTYPES[dname], generator=g)
+                                  for _ in range(3))
+        self.x *= 1e-3  # in place, thousands of calls keep the residual far from float16's range
+        self.w = torch.randn(n, device=DEVICE, dtype=DTYPES[dname], generator=g)
+        self.y = torch.empty_like(self.x)
+        self.res = {"inference": self.r, "forward+residual": torch.empty_like(self.x)}.get(op)
+        self.op, self.label, self.n, self.tokens = op, f"{dname} {tokens}x{n} {op}", n, tokens
+
+    def candidates(self) -> list:
+        """The tuner's candidates of this case, the rule's first (``forward_candidates``)."""
+        return forward_candidates(self.n, self.x.element_size(), launch._max_splits(0), n_rows=self.tokens,
+                                  stores_residual=self.res is not None, fp16=self.x.dtype == torch.float16)
+
+    def run(self, cfg) -> None:
+        launch.forward_rows(self.x, self.r, self.w, 1e-6, self.y, res=self.res, cfg=cfg)
+
+    def check(self, cfg) -> None:
+        """ValueError where ``cfg``'s y, or x + residual where stored, is wrong; the residual is restored."""
+        x, r, y = self.x, self.r, self.y
+        r0 = r.clone()
+        y.fill_(float("nan"))
+        self.run(cfg)
+        ref = F.rms_norm(x.double() + r0.double(), (self.n,), eps=1e-6) * self.w.double()
+        summed = self.res is None or torch.equal(self.res, (x.float() + r0.float()).to(x.dtype))
+        r.copy_(r0)  # first: a wrong candidate must not leave its residual to the next
+        if not summed:
+            raise ValueError("wrong x + residual")
+        err = (y.double() - ref).abs().max().item()
+        if not err <= 2 * torch.finfo(x.dtype).eps * ref.abs().max().item():
+            raise ValueError(f"wrong result, max error {err:.3g}")
+
+    def floor(self) -> None:
+        if self.op == "forward":
+            torch.add(self.x, self.r, out=self.y)
+        else:
+            torch.addcmul(self.x, self.r, self.z, out=self.y)
+
+    def timer(self):
+        """The suite's timer at this token count (``benchmarks._measure.TIMERS``)."""
+        return TIMERS[method(self.tokens)]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--op", choices=["forward", "inference", "forward+residual"], default="inference")
@@ -41,33 +92,9 @@ def main() -> None:
     rows_out = []
     for dname, n, tokens in itertools.product(a.dtypes.split(","), map(int, a.widths.split(",")),
                                               map(int, a.tokens.split(","))):
-        g = torch.Generator(device=DEVICE).manual_seed(0)
-        x, r, z = (torch.randn(tokens, n, device=DEVICE, dtype=DTYPES[dname], generator=g) for _ in range(3))
-        x *= 1e-3  # in place, thousands of calls keep the residual far from float16's range
-        w = torch.randn(n, device=DEVICE, dtype=DTYPES[dname], generator=g)
-        y = torch.empty_like(x)
-        res = {"inference": r, "forward+residual": torch.empty_like(x)}.get(a.op)
-
-        def check(cfg):
-            r0 = r.clone()
-            y.fill_(float("nan"))
-            launch.forward_rows(x, r, w, 1e-6, y, res=res, cfg=cfg)
-            ref = F.rms_norm(x.double() + r0.double(), (n,), eps=1e-6) * w.double()
-            summed = res is None or torch.equal(res, (x.float() + r0.float()).to(x.dtype))
-            r.copy_(r0)  # first: a wrong candidate must not leave its residual to the next
-            if not summed:
-                raise ValueError("wrong x + residual")
-            err = (y.double() - ref).abs().max().item()
-            if not err <= 2 * torch.finfo(x.dtype).eps * ref.abs().max().item():
-                raise ValueError(f"wrong result, max error {err:.3g}")
-
-        floor = (lambda: torch.add(x, r, out=y)) if a.op == "forward" else (lambda: torch.addcmul(x, r, z, out=y))
-        rows_out += sweep(f"{dname} {tokens}x{n} {a.op}", forward_candidates(n, x.element_size(), launch._max_splits(0),
-                                                              n_rows=tokens, stores_residual=res is not None,
-                                                              fp16=x.dtype == torch.float16),
-                          lambda cfg: launch.forward_rows(x, r, w, 1e-6, y, res=res, cfg=cfg), check, floor,
-                          TIMERS[method(tokens)])
-        del x, r, z, y, res
+        case = Case(a.op, dname, n, tokens)
+        rows_out += sweep(case.label, case.candidates(), case.run, case.check, case.floor, case.timer())
+        del case
         if a.json:
             write_json(a.json, rows_out)
 

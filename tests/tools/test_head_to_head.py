@@ -1,0 +1,97 @@
+"""tools/kernel/head_to_head.py: named launch settings timed head to head (in the interpreter here)."""
+
+import json
+import pathlib
+import sys
+
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "tools" / "kernel"))
+import head_to_head  # noqa: E402
+from fusedkernel.kernels.config import ForwardConfig  # noqa: E402
+
+
+def test_each_setting_is_checked_timed_and_written_and_a_second_run_resumes(tmp_path, capsys, monkeypatch):
+    path = tmp_path / "h2h.json"
+    args = ["--settings", "rule,W/4f,W/4a", "--op", "forward+residual", "--dtypes", "fp32", "--widths", "64",
+            "--tokens", "2,3", "--rounds", "2", "--json", str(path)]
+    assert head_to_head.main(args) == 0
+    rows = json.loads(path.read_text())
+    assert [r["case"] for r in rows] == ["fp32 2x64 forward+residual", "fp32 3x64 forward+residual"]
+    for r in rows:
+        assert list(r["configs"]) == list(r["fraction"]) == list(r["raw"]) == ["rule", "W/4f", "W/4a"]
+        assert r["configs"]["W/4a"] == repr(ForwardConfig("rows", 1, 64, 1, 4, "after_sum"))
+        assert all(len(op) == len(floor) == 2 for op, floor in r["raw"].values())
+        assert all(f > 0 for f in r["fraction"].values())
+    assert "| fp32 3x64 forward+residual | W/4f | ForwardConfig(" in capsys.readouterr().out
+    # Cut off and run again: the finished cases are kept, not measured again.
+    monkeypatch.setattr(head_to_head, "measure", lambda *a: pytest.fail("a finished case was measured again"))
+    assert head_to_head.main(args) == 0
+    assert json.loads(path.read_text()) == rows
+
+
+def test_a_setting_that_gives_anothers_launch_is_timed_once_and_a_wrong_one_is_left_out(monkeypatch, capsys):
+    # One fp32 row of 2048 in the interpreter: the rule's launch is 8 warps, the weight first.
+    check = head_to_head.Case.check
+
+    def planted(case, cfg):
+        if cfg.weight_load == "after_sum":
+            raise ValueError("planted wrong result")
+        check(case, cfg)
+
+    monkeypatch.setattr(head_to_head.Case, "check", planted)
+    row = head_to_head.measure(head_to_head.Case("inference", "fp32", 2048, 1), ["rule", "W/8f", "W/4a"], 1)
+    assert list(row["configs"]) == ["rule"]
+    assert "| fp32 1x2048 inference | W/4a | error: ValueError: planted wrong result |" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("label, n, want", [
+    ("W/16b", 5000, ForwardConfig("rows", 1, 8192, 1, 16, "before_sum")),
+    ("S2x2048/4a", 5000, ForwardConfig("rows", 2, 2048, 3, 4, "after_sum")),
+    ("P16x2", 9000, ForwardConfig("persistent", 1, 16384, 1, 16, "first", 2)),
+    ("P8x1", 1000, ForwardConfig("persistent", 2, 1024, 1, 8, "first", 1)),
+])
+def test_settings_name_their_launch(label, n, want):
+    assert head_to_head.setting(label, n, 2, 512, True, False) == want
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--settings", "rule,W/8x"], "'W/8x' is not rule, W/<warps><f|b|a>"),
+    (["--settings", "W/3b"], "ForwardConfig.num_warps must be a power of two >= 1, got 3"),
+    (["--settings", "rule,rule"], "--settings: ['rule'] given more than once"),
+    (["--settings", "rule", "--dtypes", "bf16,int8"], "--dtypes: ['int8'] not among"),
+    (["--settings", "rule", "--tokens", "1,0"], "--tokens takes positive integers, got '1,0'"),
+    (["--settings", "rule", "--widths", "4096,x"], "--widths: invalid literal for int() with base 10: 'x'"),
+    (["--settings", "rule", "--widths", "4096,4096"], "--widths: ['4096'] given more than once"),
+    (["--settings", "rule", "--rounds", "0"], "--rounds takes a positive integer, got 0"),
+])
+def test_bad_options_are_refused_before_measuring(args, message, capsys, monkeypatch):
+    monkeypatch.setattr(head_to_head, "measure", lambda *a: pytest.fail("measured"))
+    with pytest.raises(SystemExit) as e:
+        head_to_head.main(args)
+    assert e.value.code == 2 and message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("text", ["{not json", "{}", "[1, 2]"])
+def test_a_json_file_of_something_else_is_not_overwritten(tmp_path, text, monkeypatch):
+    path = tmp_path / "rows.json"
+    path.write_text(text)
+    monkeypatch.setattr(head_to_head, "measure", lambda *a: pytest.fail("measured"))
+    with pytest.raises(SystemExit, match="holds no head-to-head rows"):
+        head_to_head.main(["--settings", "rule", "--json", str(path)])
+    assert path.read_text() == text
+
+
+def test_ctrl_c_keeps_the_finished_cases(tmp_path, monkeypatch, capsys):
+    path = tmp_path / "rows.json"
+
+    def measure(case, chosen, rounds):
+        if case.tokens == 3:
+            raise KeyboardInterrupt
+        return {"case": case.label, "configs": {}, "fraction": {}, "raw": {}}
+
+    monkeypatch.setattr(head_to_head, "measure", measure)
+    assert head_to_head.main(["--settings", "rule", "--dtypes", "fp32", "--widths", "64", "--tokens", "2,3",
+                              "--json", str(path)]) == 130
+    assert [r["case"] for r in json.loads(path.read_text())] == ["fp32 2x64 inference"]
+    assert "interrupted: 1 finished cases kept" in capsys.readouterr().err

@@ -1,0 +1,174 @@
+"""Time named forward launch settings head to head on a GPU: all beside the floor in every round.
+
+    python tools/kernel/head_to_head.py --settings rule,W/16b,W/8b [--op inference] [--dtypes bf16]
+                                        [--widths 7168,8192] [--tokens 1,64,132] [--rounds 12] [--json FILE]
+
+Where a sweep (``tune_forward.py``: every candidate, 3 rounds each) leaves two
+settings within a few percent, this times the few that matter in one process,
+in ``--rounds`` rounds, each setting right after the floor and the order
+rotating every round (``benchmarks._measure.interleaved_rounds``); a setting's
+fraction of the floor is the upper median over rounds of floor time / its time.
+Ops, inputs, check and timing as ``tune_forward.py``'s (decode token counts
+replayed in CUDA graphs, prefill L2-flushed single calls). The head-to-head
+files in docs/sweeps have this format.
+
+Settings (``--settings``, comma-separated): ``rule`` (the rule's launch),
+``W/<warps><f|b|a>`` (one whole row a program, the weight loaded first, before
+the row sums or after them), ``S<rows>x<columns>/<warps><f|b|a>`` (a tile of
+rows by columns, rows split over as many programs as cover them) and
+``P<warps>x<programs per SM>`` (the persistent path, the many-rows tile).
+A setting that gives another's launch is timed once, under the first name.
+
+``--json``: one row per case (case, configs, fraction, raw seconds), rewritten
+after each case. Cases already in the file are skipped, so a cut-off run
+resumes where it stopped.
+"""
+
+import argparse
+import itertools
+import json
+import pathlib
+import re
+import statistics
+import sys
+
+import torch
+import triton
+
+from _sweep import json_path, names, write_json  # also puts the repository on sys.path
+from benchmarks._measure import interleaved_rounds, warm_up  # noqa: E402
+from fusedkernel.kernels import launch  # noqa: E402
+from fusedkernel.kernels.config import ForwardConfig, forward_config, settings_for  # noqa: E402
+from tune_forward import Case  # noqa: E402
+
+LOADS = {"f": "first", "b": "before_sum", "a": "after_sum"}
+SETTING = re.compile(r"rule|W/(\d+)([fba])|S(\d+)x(\d+)/(\d+)([fba])|P(\d+)x(\d+)")
+
+
+def setting(label: str, n: int, elem_bytes: int, tokens: int, stores: bool, fp16: bool) -> ForwardConfig:
+    """The launch ``label`` names for rows of ``n`` elements; ValueError for an unknown or invalid one."""
+    m = SETTING.fullmatch(label)
+    if not m:
+        raise ValueError(f"--settings: {label!r} is not rule, W/<warps><f|b|a>, S<rows>x<columns>/<warps><f|b|a> "
+                         f"or P<warps>x<programs per SM>")
+    if label == "rule":
+        return forward_config(n, elem_bytes, launch._max_splits(0), n_rows=tokens, stores_residual=stores, fp16=fp16)
+    whole = triton.next_power_of_2(n)
+    if m[1]:
+        return ForwardConfig("rows", 1, whole, 1, int(m[1]), LOADS[m[2]])
+    if m[3]:
+        cols = int(m[4])
+        return ForwardConfig("rows", int(m[3]), cols, -(-n // cols), int(m[5]), LOADS[m[6]])
+    rows = max(1, settings_for(None).forward.narrow_tile_elems // whole)
+    return ForwardConfig("persistent", rows, whole, 1, int(m[7]), "first", int(m[8]))
+
+
+def labels(text: str) -> list[str]:
+    """argparse type of ``--settings``: known forms, none twice (checked again per case by ForwardConfig)."""
+    try:
+        out = names(text, "--settings")
+        for label in out:
+            setting(label, 4096, 2, 1, True, False)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e))
+    return out
+
+
+def counts(text: str, option: str) -> list[int]:
+    """The positive integers of a comma-separated ``option``; ValueError naming it otherwise."""
+    entries = names(text, option)  # ValueError naming the option for an entry given twice
+    try:
+        out = [int(v) for v in entries]
+    except ValueError as e:
+        raise ValueError(f"{option}: {e}") from None
+    if min(out) < 1:
+        raise ValueError(f"{option} takes positive integers, got {text!r}")
+    return out
+
+
+def finished(path: str | None) -> list[dict]:
+    """The rows already in ``path`` (none if it does not exist); SystemExit for a file that is not a row list."""
+    if not path or not pathlib.Path(path).exists():
+        return []
+    try:
+        rows = json.loads(pathlib.Path(path).read_text())
+        if not isinstance(rows, list) or not all(isinstance(r, dict) and "case" in r for r in rows):
+            raise ValueError("not a list of rows with a case each")
+    except ValueError as e:  # json.JSONDecodeError is one
+        sys.exit(f"--json: {path} holds no head-to-head rows ({e}); move it away or name another file")
+    return rows
+
+
+def measure(case: Case, chosen: list[str], rounds: int) -> dict | None:
+    """Check each setting, then time those that pass head to head; the case's row (None if none passed)."""
+    configs = {}
+    for label in chosen:
+        try:
+            cfg = setting(label, case.n, case.x.element_size(), case.tokens, case.res is not None,
+                          case.x.dtype == torch.float16)
+            if cfg in configs.values():
+                continue
+            case.check(cfg)
+        except Exception as e:  # noqa: BLE001 - report the setting and go on
+            print(f"| {case.label} | {label} | error: {type(e).__name__}: {e} | | | |", flush=True)
+            continue
+        configs[label] = cfg
+    if not configs:
+        return None
+    ops = {label: (lambda c: lambda: case.run(c))(cfg) for label, cfg in configs.items()}
+    warm_up(case.floor, 1.0)
+    for op in ops.values():
+        warm_up(op, 0.05)
+    raw = interleaved_rounds(ops, case.floor, case.timer(), rounds)
+    # The upper median: the statistic of the head-to-head files in docs/sweeps (12 rounds: the 7th of 12).
+    fraction = {label: statistics.median_high(f / o for o, f in zip(*raw[label])) for label in raw}
+    best = max(fraction.values())
+    for label, (op_s, floor_s) in raw.items():
+        print(f"| {case.label} | {label} | {configs[label]} | {statistics.median(op_s) * 1e6:.2f} | "
+              f"{statistics.median(floor_s) * 1e6:.2f} | {fraction[label]:.3f} | {fraction[label] / best:.3f} |",
+              flush=True)
+    return {"case": case.label, "configs": {k: repr(v) for k, v in configs.items()},
+            "fraction": {k: float(f"{v:.5g}") for k, v in fraction.items()},
+            "raw": {k: [[float(f"{t:.5g}") for t in times] for times in raw[k]] for k in raw}}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--settings", type=labels, required=True)
+    ap.add_argument("--op", choices=["forward", "inference", "forward+residual"], default="inference")
+    ap.add_argument("--dtypes", default="bf16")
+    ap.add_argument("--widths", default="4096")
+    ap.add_argument("--tokens", default="1")
+    ap.add_argument("--rounds", type=int, default=12)
+    ap.add_argument("--json", type=json_path, help="write the rows to this file as well (and resume from it)")
+    a = ap.parse_args(argv)
+    try:
+        dtypes = names(a.dtypes, "--dtypes")
+        if set(dtypes) - {"bf16", "fp16", "fp32"}:
+            raise ValueError(f"--dtypes: {sorted(set(dtypes) - {'bf16', 'fp16', 'fp32'})} not among bf16, fp16, fp32")
+        widths, tokens = counts(a.widths, "--widths"), counts(a.tokens, "--tokens")
+        if a.rounds < 1:
+            raise ValueError(f"--rounds takes a positive integer, got {a.rounds}")
+    except ValueError as e:
+        ap.error(str(e))
+    rows = finished(a.json)
+    done = {r["case"] for r in rows}
+    print("| case | setting | config | µs | floor µs | fraction of floor | of the best |\n|---|---|---|---|---|---|---|",
+          flush=True)
+    try:
+        for dname, n, count in itertools.product(dtypes, widths, tokens):
+            if f"{dname} {count}x{n} {a.op}" in done:
+                continue
+            row = measure(Case(a.op, dname, n, count), a.settings, a.rounds)
+            if row:
+                rows.append(row)
+                if a.json:
+                    write_json(a.json, rows)
+    except KeyboardInterrupt:
+        print(f"interrupted: {len(rows)} finished cases kept" + (f" in {a.json}" if a.json else ""), file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
