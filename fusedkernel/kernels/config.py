@@ -503,10 +503,11 @@ def _forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
         block_n = triton.next_power_of_2(n_cols)
         block_m = 1 if few_rows else max(1, f.narrow_tile_elems // block_n)
         if block_n * elem_bytes == f.persistent_tile_bytes and rows == "band":
-            # A row filling at most 5/8 of the tile reads faster on half the warps (fewer meet at each
-            # row's sums): docs/tuning.md#forward-persistent-grid.
-            narrow = n_cols * elem_bytes <= f.persistent_narrow_row_bytes
-            warps = _clamp_warps(f.persistent_narrow_warps, f) if narrow else f.max_warps
+            # A row filling at most 5/8 of the tile reads as fast or faster on half the warps
+            # (docs/tuning.md#forward-persistent-grid).
+            warps = f.max_warps
+            if n_cols * elem_bytes <= f.persistent_narrow_row_bytes:
+                warps = _clamp_warps(max(block_n // (32 * f.max_thread_elems), f.persistent_narrow_warps), f)
             return ForwardConfig("persistent", block_m, block_n, 1, warps, "first", 1)
         if (few_rows and not stores_residual and not fp16 and _light(block_n, f)
                 and block_n * elem_bytes > f.few_rows_y_only_wide_min_bytes):
@@ -535,8 +536,8 @@ def _forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
                 if elem_bytes == 2 and n_cols * elem_bytes > f.few_rows_thread_wide_row_bytes:
                     warps = f.few_rows_thread_wide_warps
                 elif elem_bytes == 4 and rows == "few_dense":
-                    return ForwardConfig("rows", block_m, block_n, 1, _clamp_warps(f.few_rows_thread_wide_warps, f),
-                                         "first")
+                    warps = _clamp_warps(max(block_n // (32 * f.max_thread_elems), f.few_rows_thread_wide_warps), f)
+                    return ForwardConfig("rows", block_m, block_n, 1, warps, "first")
             else:
                 warps = f.max_warps
         elif rows == "band" and block_n * elem_bytes == f.band_tile_bytes:

@@ -450,6 +450,16 @@ def test_fp32_decode_launches_of_many_bytes_take_16_warps_and_the_weight_first(n
     assert y_only[0] == y_only[1]
 
 
+def test_the_new_warp_counts_keep_the_thread_floor_under_other_settings():
+    # No thread holds more than max_thread_elems tile elements, whatever the 16-warp settings say: fp32 8192
+    # tiles need 8 warps, bf16 16384 ones 16 (a review found 4 warps taken as set).
+    few = dataclasses.replace(HOPPER, forward=dataclasses.replace(HOPPER.forward, few_rows_thread_wide_warps=4,
+                                                                      persistent_narrow_warps=4))
+    assert forward_config(8192, 4, 132, few, n_rows=132).num_warps == 8
+    assert forward_config(8192, 2, 132, few, n_rows=132).num_warps == 8
+    assert forward_config(10240, 2, 132, few, n_rows=265).num_warps == 16
+
+
 # (n, rows) -> warps of an fp16 decode row with the residual stored, and y only
 # (docs/tuning.md#forward-sparse-decode-warps): with the residual stored, sparse rows past 8192 elements take a
 # warp per 2 KiB of tile, the weight first, and a lone row stays whole; y only, the decode rule's 32 warps.
