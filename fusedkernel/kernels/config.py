@@ -531,8 +531,8 @@ def _forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
                 warps *= f.few_rows_warps
             elif stores_residual and block_n <= f.few_rows_thread_max_tile:
                 warps = f.min_warps  # raised to max_thread_elems' floor below
-                # Wide 2-byte rows, and fp32 rows of a launch of many bytes, keep more loads in flight on more
-                # warps (docs/tuning.md#forward-decode-weight-before-the-sums); fp32 with the weight first.
+                # Wide 2-byte rows, and fp32 rows of a launch of many bytes, read faster on more warps
+                # (docs/tuning.md#forward-decode-weight-before-the-sums); fp32 with the weight first.
                 if elem_bytes == 2 and n_cols * elem_bytes > f.few_rows_thread_wide_row_bytes:
                     warps = f.few_rows_thread_wide_warps
                 elif elem_bytes == 4 and rows == "few_dense":
