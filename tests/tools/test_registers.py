@@ -54,3 +54,20 @@ def test_bad_options_are_refused():
     assert "positive hidden sizes, got 0" in registers("--widths", "0").stderr
     assert "16384 given more than once" in registers("--widths", "16384,+16384").stderr
     assert "hidden sizes as integers, got '1e4'" in registers("--widths", "1e4").stderr
+
+
+def test_the_forward_rules_launches_hold_the_programs_the_tuning_notes_name():
+    # docs/tuning.md#forward-persistent-grid: the persistent kernel holds one program an SM at 16 warps (128
+    # registers a thread) and at 32 (64); #forward-warps: the 8-warp band launch at 2880 holds 6 an SM (40
+    # registers), so 792 rows fill one wave on 132 SMs.
+    out = registers("--forward", "--dtypes", "bf16", "--widths", "8496,16384,2880", "--rows", "512")
+    assert out.returncode == 0, out.stdout + out.stderr
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in out.stdout.splitlines()[2:]]
+    got = {r[0]: ("num_warps=16" in r[1], "persistent" in r[1], int(r[2]), r[4]) for r in rows}
+    assert got == {"bf16 512x8496": (True, True, 128, "1 / 1"), "bf16 512x16384": (False, True, 64, "1 / 1"),
+                   "bf16 512x2880": (False, False, 40, "– / 6")}
+
+
+def test_forward_options_are_checked():
+    assert "--dres, --weight and --candidates are the backward's" in registers("--forward", "--dres").stderr
+    assert "--rows: a positive row count, got 0" in registers("--forward", "--rows", "0").stderr
