@@ -10,7 +10,8 @@ rotating every round (``benchmarks._measure.interleaved_rounds``); a setting's
 fraction of the floor is the upper median over rounds of floor time / its time.
 Ops, inputs, check and timing as ``tune_forward.py``'s (decode token counts
 replayed in CUDA graphs, prefill L2-flushed single calls). The head-to-head
-files in docs/sweeps have this format.
+files in docs/sweeps have this format (those of 2026-12-04 replayed CUDA graphs
+at every row count).
 
 Settings (``--settings``, comma-separated): ``rule`` (the rule's launch),
 ``W/<warps><f|b|a>`` (one whole row a program, the weight loaded first, before
