@@ -95,3 +95,15 @@ def test_ctrl_c_keeps_the_finished_cases(tmp_path, monkeypatch, capsys):
                               "--json", str(path)]) == 130
     assert [r["case"] for r in json.loads(path.read_text())] == ["fp32 2x64 inference"]
     assert "interrupted: 1 finished cases kept" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="on a GPU host the tool runs")
+def test_without_a_gpu_or_the_interpreter_it_says_so():
+    import os
+    import subprocess
+
+    script = pathlib.Path(head_to_head.__file__)
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    out = subprocess.run([sys.executable, str(script), "--settings", "rule,W/4f"], capture_output=True, text=True,
+                         env=env)
+    assert out.returncode == 2 and "no GPU here: run it on one, or set TRITON_INTERPRET=1" in out.stderr, out.stderr

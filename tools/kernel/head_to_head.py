@@ -1,5 +1,8 @@
 """Time named forward launch settings head to head on a GPU: all beside the floor in every round.
 
+Without a GPU, TRITON_INTERPRET=1 runs it in Triton's interpreter: wall times
+that check the command and the settings, not performance.
+
     python tools/kernel/head_to_head.py --settings rule,W/16b,W/8b [--op inference] [--dtypes bf16]
                                         [--widths 7168,8192] [--tokens 1,64,132] [--rounds 12] [--json FILE]
 
@@ -37,7 +40,7 @@ import torch
 import triton
 
 from _sweep import json_path, names, write_json  # also puts the repository on sys.path
-from benchmarks._measure import interleaved_rounds, warm_up  # noqa: E402
+from benchmarks._measure import INTERPRET, interleaved_rounds, warm_up  # noqa: E402
 from fusedkernel.kernels import launch  # noqa: E402
 from fusedkernel.kernels.config import ForwardConfig, forward_config, settings_for  # noqa: E402
 from tune_forward import Case  # noqa: E402
@@ -69,7 +72,8 @@ def labels(text: str) -> list[str]:
     try:
         out = names(text, "--settings")
         for label in out:
-            setting(label, 4096, 2, 1, True, False)
+            if label != "rule":  # the rule's launch asks the GPU for its SM count: per case
+                setting(label, 4096, 2, 1, True, False)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e))
     return out
@@ -133,16 +137,23 @@ def measure(case: Case, chosen: list[str], rounds: int) -> dict | None:
             "raw": {k: [[float(f"{t:.5g}") for t in times] for times in raw[k]] for k in raw}}
 
 
+class _Help(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    pass
+
+
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--settings", type=labels, required=True)
-    ap.add_argument("--op", choices=["forward", "inference", "forward+residual"], default="inference")
-    ap.add_argument("--dtypes", default="bf16")
-    ap.add_argument("--widths", default="4096")
-    ap.add_argument("--tokens", default="1")
-    ap.add_argument("--rounds", type=int, default=12)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=_Help)
+    ap.add_argument("--settings", type=labels, required=True, help="comma-separated setting names (above)")
+    ap.add_argument("--op", choices=["forward", "inference", "forward+residual"], default="inference",
+                    help="the suite's op and its floor")
+    ap.add_argument("--dtypes", default="bf16", help="comma-separated, of bf16, fp16, fp32")
+    ap.add_argument("--widths", default="4096", help="comma-separated hidden sizes")
+    ap.add_argument("--tokens", default="1", help="comma-separated row counts")
+    ap.add_argument("--rounds", type=int, default=12, help="rounds, each setting right after the floor")
     ap.add_argument("--json", type=json_path, help="write the rows to this file as well (and resume from it)")
     a = ap.parse_args(argv)
+    if not INTERPRET and not torch.cuda.is_available():
+        ap.error("no GPU here: run it on one, or set TRITON_INTERPRET=1 to check the command in Triton's interpreter")
     try:
         dtypes = names(a.dtypes, "--dtypes")
         if set(dtypes) - {"bf16", "fp16", "fp32"}:
@@ -152,6 +163,8 @@ def main(argv=None) -> int:
             raise ValueError(f"--rounds takes a positive integer, got {a.rounds}")
     except ValueError as e:
         ap.error(str(e))
+    if INTERPRET:
+        print("TRITON_INTERPRET=1: wall times in Triton's interpreter, not performance", file=sys.stderr)
     rows = finished(a.json)
     done = {r["case"] for r in rows}
     print("| case | setting | config | µs | floor µs | fraction of floor | of the best |\n|---|---|---|---|---|---|---|",

@@ -1,4 +1,5 @@
-"""Registers and programs per SM of the split backward's launch settings, on Hopper, without a GPU.
+"""Registers and programs per SM of the split backward's launch settings (``--forward``: the forward's), on
+Hopper, without a GPU (compiled for sm_90 whether or not TRITON_INTERPRET is set).
 
     python tools/kernel/registers.py [--dtypes bf16,fp32] [--widths 16384,65536,...] [--dres] [--weight fp32]
                                      [--candidates]
@@ -22,7 +23,8 @@ rule was measured at), naming those cases on stderr.
 ``--forward``: the forward rule's launch at ``--rows`` rows instead (the rows
 and persistent paths; the looped path is not compiled), with the residual
 stored or, with ``--y-only``, y only: how many programs an SM holds
-(docs/tuning.md#forward-persistent-grid, #forward-warps). Exits 3 where a
+(docs/tuning.md#forward-persistent-grid, #forward-warps; "asked" is "–" on
+the rows path, whose grid is a program per row group). Exits 3 where a
 persistent launch asks more programs per SM than fit.
 """
 
