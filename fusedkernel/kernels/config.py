@@ -367,6 +367,11 @@ def settings_for(capability: tuple[int, int] | None) -> Settings:
     return SETTINGS.get(key, FALLBACK)
 
 
+def _check_settings_arg(settings: object) -> None:
+    if type(settings) is not Settings:
+        raise TypeError(f"settings must be a Settings (a value of SETTINGS), got {type(settings).__name__}")
+
+
 def _check_table_args(n_cols: object, elem_bytes: object, max_splits: object) -> None:
     for name, value in (("n_cols", n_cols), ("max_splits", max_splits)):
         if type(value) is not int or value < 1:
@@ -391,7 +396,8 @@ def forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Sett
     their own. ValueError for any other arguments.
     """
     # Checked before the cache, which would refuse an unhashable one with a TypeError naming no argument.
-    if type(stores_residual) is not bool or type(fp16) is not bool:
+    if type(stores_residual) is not bool or type(fp16) is not bool or type(settings) is not Settings:
+        _check_settings_arg(settings)
         name, value = ("stores_residual", stores_residual) if type(stores_residual) is not bool else ("fp16", fp16)
         raise ValueError(f"{name} must be a bool, got {value!r}")
     # The choice depends on the row count only through its class: cached on
@@ -498,7 +504,7 @@ def _forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
                 tile = "row" if rows == "few_split_row" else "rows"
                 block_m, block_n, splits = _decode_split(n_cols, elem_bytes, f, tile)
             fewest = f.min_warps if rows in ("few_split_sparse", "few_split_lone") else 1
-            warps = max(fewest, block_m * block_n // (32 * f.max_thread_elems))
+            warps = min(f.max_warps, max(fewest, block_m * block_n // (32 * f.max_thread_elems)))
             return ForwardConfig("rows", block_m, block_n, splits, warps, "before_sum")
         block_n = triton.next_power_of_2(n_cols)
         block_m = 1 if few_rows else max(1, f.narrow_tile_elems // block_n)
@@ -668,6 +674,7 @@ def backward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
     arguments.
     """
     _check_table_args(n_cols, elem_bytes, max_splits)
+    _check_settings_arg(settings)
     b = settings.backward
     row_bytes = n_cols * elem_bytes
     if row_bytes <= b.narrow_row_bytes:

@@ -681,6 +681,22 @@ BAD_SETTINGS = [
 ]
 
 
+@pytest.mark.parametrize("settings", [None, HOPPER.forward, "hopper"])
+def test_settings_that_are_not_a_settings_are_refused_by_name(settings):
+    # A review found None reaching settings.forward: an AttributeError naming nothing.
+    for call in (lambda: forward_config(8192, 4, 132, settings, 49), lambda: forward_config(8192, 4, 132, settings),
+                 lambda: backward_config(8192, 4, 132, settings)):
+        with pytest.raises(TypeError, match="settings must be a Settings"):
+            call()
+
+
+def test_decode_split_warps_stay_within_max_warps_under_other_settings():
+    # max_thread_elems=1 asks 64 warps of an 8 KiB split tile: capped at max_warps, not a ForwardConfig error.
+    tiny = dataclasses.replace(HOPPER, forward=dataclasses.replace(HOPPER.forward, max_thread_elems=1))
+    cfg = forward_config(8232, 4, 8, tiny, n_rows=1)
+    assert cfg.splits > 1 and cfg.num_warps == 32
+
+
 @pytest.mark.parametrize("part, change, error, match", BAD_SETTINGS)
 def test_bad_rule_settings_are_refused_by_name(part, change, error, match):
     with pytest.raises(error, match=match):
