@@ -430,16 +430,15 @@ def _row_class(n_rows: int | None, n_cols: int, elem_bytes: int, max_splits: int
     if n_rows <= max_splits:
         # Only rows past few_rows_split_lone_min_cols or few_rows_split_min_bytes may split: the common
         # widths skip the call (host time: the launch asks on every decode call).
-        if (type(n_cols) is int and type(elem_bytes) is int and elem_bytes in (2, 4)
+        ints = type(n_cols) is int and type(elem_bytes) is int  # else _forward_config refuses them
+        if (ints and elem_bytes in (2, 4)
                 and (n_cols > f.few_rows_split_lone_min_cols or n_cols * elem_bytes > f.few_rows_split_min_bytes)):
             split = _decode_split_class(n_rows, n_cols, elem_bytes, max_splits, f, stores_residual, fp16)
             if split:
                 return split
         if n_rows * f.few_rows_sparse_sms_per_row <= max_splits:
             return "few_sparse"
-        dense = (type(n_cols) is int and type(elem_bytes) is int
-                 and n_rows * n_cols * elem_bytes > f.few_rows_dense_bytes)
-        return "few_dense" if dense else "few"
+        return "few_dense" if ints and n_rows * n_cols * elem_bytes > f.few_rows_dense_bytes else "few"
     if f.persistent_min_rows_per_sm * max_splits < n_rows <= f.persistent_max_rows_per_sm * max_splits:
         return "band"
     return "many"
@@ -513,7 +512,7 @@ def _forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
             # (docs/tuning.md#forward-persistent-grid).
             warps = f.max_warps
             if n_cols * elem_bytes <= f.persistent_narrow_row_bytes:
-                warps = _clamp_warps(max(block_n // (32 * f.max_thread_elems), f.persistent_narrow_warps), f)
+                warps = _tile_warps(block_n, f.persistent_narrow_warps, f)
             return ForwardConfig("persistent", block_m, block_n, 1, warps, "first", 1)
         if (few_rows and not stores_residual and not fp16 and _light(block_n, f)
                 and block_n * elem_bytes > f.few_rows_y_only_wide_min_bytes):
@@ -542,14 +541,14 @@ def _forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
                 if elem_bytes == 2 and n_cols * elem_bytes > f.few_rows_thread_wide_row_bytes:
                     warps = f.few_rows_thread_wide_warps
                 elif elem_bytes == 4 and rows == "few_dense":
-                    warps = _clamp_warps(max(block_n // (32 * f.max_thread_elems), f.few_rows_thread_wide_warps), f)
+                    warps = _tile_warps(block_n, f.few_rows_thread_wide_warps, f)
                     return ForwardConfig("rows", block_m, block_n, 1, warps, "first")
             else:
                 warps = f.max_warps
         elif rows == "band" and block_n * elem_bytes == f.band_tile_bytes:
             # 2-8 rows an SM: more warps a row keep more of its loads in flight (docs/tuning.md#forward-warps).
             warps = max(warps, f.band_warps)
-        warps = _clamp_warps(max(block_n // (32 * f.max_thread_elems), warps), f)
+        warps = _tile_warps(block_n, warps, f)
         # fp16's light decode tiles past few_rows_thread_max_tile read faster with the weight first
         # (docs/tuning.md#forward-decode-weight-before-the-sums).
         fp16_first = fp16 and few_rows and block_n > f.few_rows_thread_max_tile and _light(block_n, f)
@@ -568,6 +567,11 @@ def _forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
 
 def _clamp_warps(warps: int, f: ForwardSettings) -> int:
     return min(f.max_warps, max(f.min_warps, warps))
+
+
+def _tile_warps(block_n: int, warps: int, f: ForwardSettings) -> int:
+    # warps, raised so that no thread holds more than max_thread_elems of a whole-row tile, within the limits.
+    return _clamp_warps(max(block_n // (32 * f.max_thread_elems), warps), f)
 
 
 def _light(block_n: int, f: ForwardSettings) -> bool:
