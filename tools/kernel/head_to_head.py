@@ -29,6 +29,7 @@ resumes where it stopped.
 """
 
 import argparse
+import functools
 import itertools
 import json
 import pathlib
@@ -120,7 +121,7 @@ def measure(case: Case, chosen: list[str], rounds: int) -> dict | None:
         configs[label] = cfg
     if not configs:
         return None
-    ops = {label: (lambda c: lambda: case.run(c))(cfg) for label, cfg in configs.items()}
+    ops = {label: functools.partial(case.run, cfg) for label, cfg in configs.items()}
     warm_up(case.floor, 1.0)
     for op in ops.values():
         warm_up(op, 0.05)
