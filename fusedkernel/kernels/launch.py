@@ -10,7 +10,8 @@ import torch
 import triton
 
 from .._validation import row_stride
-from .config import BackwardConfig, ForwardConfig, Settings, backward_config, dw_sum_config, forward_config, settings_for
+from .config import (BackwardConfig, ForwardConfig, Settings, backward_config, band_wave_config, dw_sum_config,
+                     forward_config, settings_for)
 from .backward import _bwd_columns_kernel, _bwd_dot_kernel, _bwd_rows_kernel, _bwd_split_kernel, _dw_sum_kernel
 from .forward import _looped_kernel, _persistent_kernel, _rows_kernel
 
@@ -202,6 +203,23 @@ def forward_rows(x: torch.Tensor, r: torch.Tensor, weight: torch.Tensor, eps: fl
     programs wait for each other there, forever) or over more programs than
     the GPU has SMs.
     """
+    _forward_rows(x, r, weight, eps, y, res, rstd, cfg, True)
+
+
+def table_config(x: torch.Tensor, r: torch.Tensor, weight: torch.Tensor, y: torch.Tensor,
+                 res: torch.Tensor | None = None, rstd: torch.Tensor | None = None) -> ForwardConfig:
+    """The launch settings :func:`forward_rows` takes for these tensors without ``cfg``: the rule's launch.
+
+    Tensors as forward_rows's; launches nothing (on a GPU it may compile the
+    kernel to read its registers: ``config.band_wave_config``).
+    """
+    return _forward_rows(x, r, weight, 0.0, y, res, rstd, None, False)
+
+
+def _forward_rows(x: torch.Tensor, r: torch.Tensor, weight: torch.Tensor, eps: float, y: torch.Tensor,
+                  res: torch.Tensor | None, rstd: torch.Tensor | None, cfg: ForwardConfig | None,
+                  run: bool) -> ForwardConfig | None:
+    # forward_rows; with run False, table_config: the launch's settings, launching nothing.
     n_cols = x.shape[-1]
     n_rows = x.numel() // n_cols
     device = x.get_device()
@@ -244,7 +262,25 @@ def forward_rows(x: torch.Tensor, r: torch.Tensor, weight: torch.Tensor, eps: fl
     # Triton launches on the current device: switch only when it differs.
     if device >= 0 and device != _current_device():
         with torch.cuda.device(device):
-            return forward_rows(x, r, weight, eps, y, res, rstd, cfg)
+            return _forward_rows(x, r, weight, eps, y, res, rstd, None if table else cfg, run)
+    if table and n_rows > max_splits and not INTERPRET:
+        # The band's warps depend on how many programs an SM holds: the compiled kernels' registers.
+        def resident(c: ForwardConfig) -> int:
+            fit_key = ("rows", c.block_m, c.block_n, c.num_warps, c.weight_at, *flags, vec)
+            fit = _resident.get(fit_key)
+            if fit is None:
+                meta = dict(BLOCK_M=c.block_m, BLOCK_N=c.block_n, SPLITS=1, SPLITS_POW2=1, WEIGHT_AT=c.weight_at,
+                            STORE_RES=res is not None, STORE_RSTD=rstd is not None, VEC=vec, num_warps=c.num_warps)
+                fit = _resident[fit_key] = _fit(_rows_kernel, (x, r, weight, y, res, rstd, None, *common, 0), meta,
+                                                device)
+            return fit
+
+        banded = band_wave_config(cfg, n_rows, n_cols, x.element_size(), max_splits, _settings(device),
+                                  res is not None, x.dtype == torch.float16, resident)
+        if banded is not cfg:
+            cfg, key = banded, (n_cols, False, banded.path, banded.splits, banded.num_warps, banded.weight_load, *flags)
+    if not run:
+        return cfg
     if cfg.path == "looped":
         _launch(_looped_kernel, n_rows, key, (x, r, weight, y, res, rstd),
                 (*common, cfg.block_n, res is not None, rstd is not None, vec), cfg.num_warps, device)

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fusedkernel.kernels.config import (FALLBACK, HOPPER, SETTINGS, BackwardConfig, ForwardConfig, backward_candidates,
-                                       backward_config, backward_neighbours, dw_sum_config, forward_candidates,
+                                       backward_config, band_wave_config, backward_neighbours, dw_sum_config, forward_candidates,
                                        forward_config, row_pieces, settings_for)
 
 F, B = HOPPER.forward, HOPPER.backward
@@ -606,6 +606,50 @@ def test_band_rows_of_8_kib_tiles_take_more_warps(n, elem_bytes):
         assert all(c.path == "rows" and c.weight_load == "first" for c in got)
     # 8 SMs: the band is 17-64 rows.
     assert forward_config(n, elem_bytes, 8, n_rows=64).num_warps == BAND_WARPS[n, elem_bytes][2]
+
+
+# Programs an SM holds by warps, as the H200 compiles bf16 rows of 2880 with the residual stored
+# (tools/kernel/registers.py --forward: 8 warps 40 registers a thread, 4 warps 70).
+FITS = {8: 6, 4: 7}
+
+
+@pytest.mark.parametrize("rows, warps", [(265, 8), (792, 8), (793, 4), (924, 4), (925, 8), (1056, 8)])
+def test_band_rows_past_a_wave_of_their_warps_take_the_many_rows_launch_where_it_fits_one(rows, warps):
+    asked = []
+
+    def resident(c):
+        asked.append(c.num_warps)
+        return FITS[c.num_warps]
+
+    cfg = forward_config(2880, 2, 132, n_rows=rows)
+    got = band_wave_config(cfg, rows, 2880, 2, 132, HOPPER, True, False, resident)
+    assert got.num_warps == warps
+    assert got == (forward_config(2880, 2, 132, n_rows=2000) if warps == 4 else cfg)
+    # The fewer warps' fit is compiled for only where the band's warps need a second wave.
+    assert asked == ([8] if rows <= 792 else [8, 4])
+
+
+@pytest.mark.parametrize("n, elem_bytes, rows, stores, fp16", [
+    (2880, 2, 264, True, False),  # below the band
+    (2880, 2, 1057, True, False),  # past it
+    (2880, 2, 132, True, False),  # decode
+    (5120, 2, 860, True, False),  # a 16 KiB tile
+    (2048, 2, 860, False, False),  # a 4 KiB tile
+    (8192, 2, 860, True, False),  # the persistent grid
+])
+def test_launches_outside_the_bands_8_kib_tiles_keep_the_rules_and_ask_no_registers(n, elem_bytes, rows, stores,
+                                                                                   fp16):
+    cfg = forward_config(n, elem_bytes, 132, n_rows=rows, stores_residual=stores, fp16=fp16)
+    assert band_wave_config(cfg, rows, n, elem_bytes, 132, HOPPER, stores, fp16,
+                            lambda c: pytest.fail("asked for registers")) is cfg
+
+
+def test_band_rows_keep_their_warps_where_the_many_rows_launch_has_as_many():
+    # Settings whose band_warps are the many-rows warps: there are no fewer to take.
+    same = dataclasses.replace(HOPPER, forward=dataclasses.replace(F, band_warps=4))
+    cfg = forward_config(2880, 2, 132, same, n_rows=860)
+    assert cfg.num_warps == 4
+    assert band_wave_config(cfg, 860, 2880, 2, 132, same, True, False, lambda c: 1) is cfg
 
 
 def test_split_candidates_split():

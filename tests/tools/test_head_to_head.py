@@ -52,7 +52,7 @@ def test_a_setting_that_gives_anothers_launch_is_timed_once_and_a_wrong_one_is_l
     ("P8x1", 1000, ForwardConfig("persistent", 2, 1024, 1, 8, "first", 1)),
 ])
 def test_settings_name_their_launch(label, n, want):
-    assert head_to_head.setting(label, n, 2, 512, True, False) == want
+    assert head_to_head.setting(label, n) == want
 
 
 @pytest.mark.parametrize("args, message", [

@@ -43,21 +43,22 @@ import triton
 from _sweep import json_path, names, write_json  # also puts the repository on sys.path
 from benchmarks._measure import INTERPRET, interleaved_rounds, warm_up  # noqa: E402
 from fusedkernel.kernels import launch  # noqa: E402
-from fusedkernel.kernels.config import ForwardConfig, forward_config, settings_for  # noqa: E402
+from fusedkernel.kernels.config import ForwardConfig, settings_for  # noqa: E402
 from tune_forward import Case  # noqa: E402
 
 LOADS = {"f": "first", "b": "before_sum", "a": "after_sum"}
 SETTING = re.compile(r"rule|W/(\d+)([fba])|S(\d+)x(\d+)/(\d+)([fba])|P(\d+)x(\d+)")
 
 
-def setting(label: str, n: int, elem_bytes: int, tokens: int, stores: bool, fp16: bool) -> ForwardConfig:
-    """The launch ``label`` names for rows of ``n`` elements; ValueError for an unknown or invalid one."""
+def setting(label: str, n: int) -> ForwardConfig:
+    """The launch ``label`` (not ``rule``: ``Case.rule``) names for rows of ``n`` elements; ValueError for an
+    unknown or invalid one."""
+    if label == "rule":
+        raise ValueError("the rule's launch follows from the case's tensors: Case.rule")
     m = SETTING.fullmatch(label)
     if not m:
         raise ValueError(f"--settings: {label!r} is not rule, W/<warps><f|b|a>, S<rows>x<columns>/<warps><f|b|a> "
                          f"or P<warps>x<programs per SM>")
-    if label == "rule":
-        return forward_config(n, elem_bytes, launch._max_splits(0), n_rows=tokens, stores_residual=stores, fp16=fp16)
     whole = triton.next_power_of_2(n)
     if m[1]:
         return ForwardConfig("rows", 1, whole, 1, int(m[1]), LOADS[m[2]])
@@ -73,8 +74,8 @@ def labels(text: str) -> list[str]:
     try:
         out = names(text, "--settings")
         for label in out:
-            if label != "rule":  # the rule's launch asks the GPU for its SM count: per case
-                setting(label, 4096, 2, 1, True, False)
+            if label != "rule":  # the rule's launch is the op's for the case's tensors: per case
+                setting(label, 4096)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e))
     return out
@@ -110,8 +111,7 @@ def measure(case: Case, chosen: list[str], rounds: int) -> dict | None:
     configs = {}
     for label in chosen:
         try:
-            cfg = setting(label, case.n, case.x.element_size(), case.tokens, case.res is not None,
-                          case.x.dtype == torch.float16)
+            cfg = case.rule() if label == "rule" else setting(label, case.n)
             if cfg in configs.values():
                 continue
             case.check(cfg)

@@ -4,8 +4,8 @@
                                         [--widths 2880,5120,...]
                                         [--tokens 1,64,512,8192] [--json FILE]
 
-Candidates: ``fusedkernel.kernels.config.forward_candidates`` (the rule's
-choice first). Ops and floors as the suite's (``benchmarks/_cases.py``):
+Candidates: ``fusedkernel.kernels.config.forward_candidates``, the rule's
+launch (``launch.table_config``) first. Ops and floors as the suite's (``benchmarks/_cases.py``):
 ``forward`` (floor ``torch.add``, 3 row-trips), ``inference`` (the
 residual updated in place) or ``forward+residual`` (x + residual written to
 a new tensor; both floor ``torch.addcmul``, 4 row-trips). Timing as
@@ -46,10 +46,15 @@ class Case:
         self.res = {"inference": self.r, "forward+residual": torch.empty_like(self.x)}.get(op)
         self.op, self.label, self.n, self.tokens = op, f"{dname} {tokens}x{n} {op}", n, tokens
 
+    def rule(self):
+        """The rule's launch for this case, as the op takes it (``launch.table_config``)."""
+        return launch.table_config(self.x, self.r, self.w, self.y, res=self.res)
+
     def candidates(self) -> list:
-        """The tuner's candidates of this case, the rule's first (``forward_candidates``)."""
-        return forward_candidates(self.n, self.x.element_size(), launch._max_splits(0), n_rows=self.tokens,
+        """The tuner's candidates of this case, the rule's launch first (``forward_candidates``)."""
+        grid = forward_candidates(self.n, self.x.element_size(), launch._max_splits(0), n_rows=self.tokens,
                                   stores_residual=self.res is not None, fp16=self.x.dtype == torch.float16)
+        return list(dict.fromkeys([self.rule(), *grid[1:]]))
 
     def run(self, cfg) -> None:
         launch.forward_rows(self.x, self.r, self.w, 1e-6, self.y, res=self.res, cfg=cfg)
