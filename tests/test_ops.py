@@ -345,25 +345,28 @@ def test_the_tables_persistent_grid_walks_a_few_rows_per_sm(dtype, n, device):
 
 @pytest.mark.parametrize("dtype, n, fewer", [(torch.bfloat16, 2880, True), (torch.float16, 3000, True),
                                              (torch.float32, 1536, False)])
-def test_band_rows_take_fewer_warps_only_past_a_wave_of_the_bands(dtype, n, fewer, device):
+def test_band_rows_take_half_the_warps_only_past_a_wave_of_the_rules(dtype, n, fewer, device):
     # 8 KiB whole-row tiles at 2-8 rows an SM: table_config is the launch's choice and launches nothing;
-    # it is the rule's, or the many-rows launch past a wave of the band's programs (config.band_wave_config,
-    # by the compiled kernels' registers: none in the interpreter). On Hopper, 2-byte rows with the residual
-    # stored fit 5-6 programs an SM at 8 warps and 7 at 4; fp32's 8 warps fit 8 (tools/kernel/registers.py).
+    # it is the rule's, or past a wave of its programs the same tile on half the warps with the weight
+    # before the sums (config.band_wave_config, by the compiled kernels' registers: none in the
+    # interpreter). On Hopper, 2-byte rows with the residual stored fit 5-6 programs an SM at 8 warps and
+    # 8 at 4; fp32's 8 warps fit 8 (tools/kernel/registers.py).
+    import dataclasses
+
     from fusedkernel.kernels.config import forward_config
     from fusedkernel.kernels.launch import _max_splits, _settings, table_config
 
     index = -1 if device == "cpu" else torch.cuda.current_device()
     sms = _max_splits(index)
-    many = forward_config(n, dtype.itemsize, sms, _settings(index), 8 * sms + 1)
+    hopper = device != "cpu" and torch.cuda.get_device_capability(index) == (9, 0)
     for rows in (2 * sms + 1, 7 * sms):
         x, r0, w = rand((rows, n), dtype, device), rand((rows, n), dtype, device, seed=1), rand((n,), dtype, device)
         r, y = r0.clone(), torch.full_like(x, float("nan"))
         rule = forward_config(n, dtype.itemsize, sms, _settings(index), rows)
         cfg = table_config(x, r, w, y, res=r)
         assert y.isnan().all() and torch.equal(r, r0)
-        hopper = device != "cpu" and torch.cuda.get_device_capability(index) == (9, 0)
-        assert cfg == (many if hopper and fewer and rows == 7 * sms else rule)
+        half = dataclasses.replace(rule, num_warps=rule.num_warps // 2, weight_load="before_sum")
+        assert cfg == (half if hopper and fewer and rows == 7 * sms else rule)
         y, _ = add_rmsnorm(x, r, w, inplace_residual=True)
         assert_matches_reference(y, x, r0, w)
 

@@ -259,8 +259,8 @@ class ForwardSettings:
     persistent_narrow_row_bytes: int  # ...this many bytes (the tile partly masked) at...
     persistent_narrow_warps: int  # ...this many: docs/tuning.md#forward-persistent-grid
     band_tile_bytes: int  # at those row counts, whole-row tiles of this many bytes take at least...
-    band_warps: int  # ...this many warps, but the many-rows warps past a wave of theirs that one wave of those
-    # holds (band_wave_config): docs/tuning.md#forward-warps
+    band_warps: int  # ...this many warps: docs/tuning.md#forward-warps (past a wave of a launch's programs at
+    # those row counts, half its warps where they hold every row in one: band_wave_config)
     split: ForwardConfig  # rows wider than a tile, split over programs: docs/tuning.md#forward-split-rows
     looped: ForwardConfig  # rows split over more programs than SMs: docs/tuning.md#forward-looped-path
 
@@ -449,24 +449,24 @@ def _row_class(n_rows: int | None, n_cols: int, elem_bytes: int, max_splits: int
 def band_wave_config(cfg: ForwardConfig, n_rows: int, n_cols: int, elem_bytes: int, max_splits: int,
                      settings: Settings, stores_residual: bool, fp16: bool,
                      resident: Callable[[ForwardConfig], int]) -> ForwardConfig:
-    """``cfg`` (:func:`forward_config`'s for ``n_rows`` rows), or the many-rows launch where it needs fewer waves.
+    """``cfg`` (:func:`forward_config`'s for ``n_rows`` rows), or a launch of fewer programs' waves.
 
-    The band's whole-row tiles of ``band_tile_bytes`` take ``band_warps``,
-    which hold more registers a program: past one wave of those programs
-    (``resident(cfg)`` an SM on ``max_splits`` SMs), the many-rows launch on
-    fewer warps reads faster where one wave of it holds every row
-    (docs/tuning.md#forward-warps). ``resident(c)``: programs of launch ``c``
-    that one SM holds, by its compiled kernel's registers (the GPU's driver
-    knows them; the interpreter has none, so it keeps ``cfg``).
+    At 2-8 rows an SM, past one wave of ``cfg``'s whole-row programs
+    (``resident(cfg)`` an SM on ``max_splits`` SMs), the same tile on half
+    the warps (at least ``min_warps``) with the weight loaded before the
+    sums, which holds fewer registers a thread, reads faster where one wave
+    of it holds every row (docs/tuning.md#forward-band-waves).
+    ``resident(c)``: programs of launch ``c`` that one SM holds, by its
+    compiled kernel's registers (the GPU's driver knows them; the
+    interpreter has none, so it keeps ``cfg``).
     """
     f = settings.forward
-    if (cfg.path != "rows" or cfg.splits != 1 or cfg.block_n * elem_bytes != f.band_tile_bytes
-            or _row_class(n_rows, n_cols, elem_bytes, max_splits, settings, stores_residual, fp16) != "band"):
+    if (cfg.path != "rows" or cfg.splits != 1 or cfg.num_warps // 2 < f.min_warps
+            or _row_class(n_rows, n_cols, elem_bytes, max_splits, settings, stores_residual, fp16) != "band"
+            or n_rows <= resident(cfg) * max_splits):
         return cfg
-    many = _forward_config(n_cols, elem_bytes, max_splits, settings, "many", stores_residual, fp16)
-    if many.num_warps >= cfg.num_warps or n_rows <= resident(cfg) * max_splits:
-        return cfg
-    return many if n_rows <= resident(many) * max_splits else cfg
+    fewer = dataclasses.replace(cfg, num_warps=cfg.num_warps // 2, weight_load="before_sum")
+    return fewer if n_rows <= resident(fewer) * max_splits else cfg
 
 
 def _decode_split_class(n_rows: int, n_cols: int, elem_bytes: int, max_splits: int, f: ForwardSettings,

@@ -608,48 +608,43 @@ def test_band_rows_of_8_kib_tiles_take_more_warps(n, elem_bytes):
     assert forward_config(n, elem_bytes, 8, n_rows=64).num_warps == BAND_WARPS[n, elem_bytes][2]
 
 
-# Programs an SM holds by warps, as the H200 compiles bf16 rows of 2880 with the residual stored
-# (tools/kernel/registers.py --forward: 8 warps 40 registers a thread, 4 warps 70).
-FITS = {8: 6, 4: 7}
+# Programs an SM holds, as the H200 compiles whole-row tiles with the residual stored
+# (tools/kernel/registers.py --forward): bf16 rows of 2880 at 8 warps with the weight first 40 registers
+# a thread, at 4 before the sums 64; fp16 rows of 5120 74 and 126.
+FITS = {(2880, 8, "first"): 6, (2880, 4, "before_sum"): 8, (5120, 8, "first"): 3, (5120, 4, "before_sum"): 4}
 
 
-@pytest.mark.parametrize("rows, warps", [(265, 8), (792, 8), (793, 4), (924, 4), (925, 8), (1056, 8)])
-def test_band_rows_past_a_wave_of_their_warps_take_the_many_rows_launch_where_it_fits_one(rows, warps):
+@pytest.mark.parametrize("n, rows, fewer", [(2880, 265, False), (2880, 792, False), (2880, 793, True),
+                                            (2880, 1056, True), (5120, 396, False), (5120, 397, True),
+                                            (5120, 528, True), (5120, 529, False)])
+def test_band_rows_past_a_wave_take_half_the_warps_where_one_wave_of_them_holds_every_row(n, rows, fewer):
     asked = []
 
     def resident(c):
-        asked.append(c.num_warps)
-        return FITS[c.num_warps]
+        asked.append(c)
+        return FITS[n, c.num_warps, c.weight_load]
 
-    cfg = forward_config(2880, 2, 132, n_rows=rows)
-    got = band_wave_config(cfg, rows, 2880, 2, 132, HOPPER, True, False, resident)
-    assert got.num_warps == warps
-    assert got == (forward_config(2880, 2, 132, n_rows=2000) if warps == 4 else cfg)
-    # The fewer warps' fit is compiled for only where the band's warps need a second wave.
-    assert asked == ([8] if rows <= 792 else [8, 4])
+    fp16 = n == 5120
+    cfg = forward_config(n, 2, 132, n_rows=rows, fp16=fp16)
+    assert (cfg.num_warps, cfg.weight_load) == (8, "first")
+    got = band_wave_config(cfg, rows, n, 2, 132, HOPPER, True, fp16, resident)
+    assert got == (dataclasses.replace(cfg, num_warps=4, weight_load="before_sum") if fewer else cfg)
+    # The fewer warps are compiled for only where the rule's launch needs a second wave.
+    assert asked[0] == cfg and len(asked) == (1 if rows <= FITS[n, 8, "first"] * 132 else 2)
 
 
-@pytest.mark.parametrize("n, elem_bytes, rows, stores, fp16", [
-    (2880, 2, 264, True, False),  # below the band
-    (2880, 2, 1057, True, False),  # past it
-    (2880, 2, 132, True, False),  # decode
-    (5120, 2, 860, True, False),  # a 16 KiB tile
-    (2048, 2, 860, False, False),  # a 4 KiB tile
-    (8192, 2, 860, True, False),  # the persistent grid
+@pytest.mark.parametrize("n, elem_bytes, rows, stores", [
+    (2880, 2, 264, True),  # below the band
+    (2880, 2, 1057, True),  # past it
+    (2880, 2, 132, True),  # decode
+    (2048, 2, 860, False),  # 4 warps: none fewer
+    (16384, 2, 860, True),  # the persistent grid
 ])
-def test_launches_outside_the_bands_8_kib_tiles_keep_the_rules_and_ask_no_registers(n, elem_bytes, rows, stores,
-                                                                                   fp16):
-    cfg = forward_config(n, elem_bytes, 132, n_rows=rows, stores_residual=stores, fp16=fp16)
-    assert band_wave_config(cfg, rows, n, elem_bytes, 132, HOPPER, stores, fp16,
+def test_launches_outside_the_band_or_at_the_fewest_warps_keep_the_rules_and_ask_no_registers(n, elem_bytes, rows,
+                                                                                            stores):
+    cfg = forward_config(n, elem_bytes, 132, n_rows=rows, stores_residual=stores)
+    assert band_wave_config(cfg, rows, n, elem_bytes, 132, HOPPER, stores, False,
                             lambda c: pytest.fail("asked for registers")) is cfg
-
-
-def test_band_rows_keep_their_warps_where_the_many_rows_launch_has_as_many():
-    # Settings whose band_warps are the many-rows warps: there are no fewer to take.
-    same = dataclasses.replace(HOPPER, forward=dataclasses.replace(F, band_warps=4))
-    cfg = forward_config(2880, 2, 132, same, n_rows=860)
-    assert cfg.num_warps == 4
-    assert band_wave_config(cfg, 860, 2880, 2, 132, same, True, False, lambda c: 1) is cfg
 
 
 def test_split_candidates_split():
