@@ -47,7 +47,7 @@ from fusedkernel.kernels.config import ForwardConfig, settings_for  # noqa: E402
 from tune_forward import Case  # noqa: E402
 
 LOADS = {"f": "first", "b": "before_sum", "a": "after_sum"}
-SETTING = re.compile(r"rule|W/(\d+)([fba])|S(\d+)x(\d+)/(\d+)([fba])|P(\d+)x(\d+)")
+SETTING = re.compile(r"W/(\d+)([fba])|S(\d+)x(\d+)/(\d+)([fba])|P(\d+)x(\d+)")
 
 
 def setting(label: str, n: int) -> ForwardConfig:
