@@ -584,10 +584,11 @@ def _forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
         # other many-row tiles wait for rstd.
         late = few_rows or block_n * elem_bytes > f.after_sum_max_tile_bytes
         return ForwardConfig("rows", block_m, block_n, 1, warps, "before_sum" if late else "after_sum")
+    # Their own warps, within the settings' limits as every other launch's.
     splits = triton.cdiv(n_cols, f.split.block_n)
     if splits > max_splits:
-        return f.looped
-    return dataclasses.replace(f.split, splits=splits)
+        return dataclasses.replace(f.looped, num_warps=_clamp_warps(f.looped.num_warps, f))
+    return dataclasses.replace(f.split, splits=splits, num_warps=_clamp_warps(f.split.num_warps, f))
 
 
 def _clamp_warps(warps: int, f: ForwardSettings) -> int:

@@ -281,6 +281,17 @@ def test_sparse_decode_rows_take_their_own_warps_and_the_weight_first(n, elem_by
         assert forward_config(n, elem_bytes, 64, n_rows=16) == forward_config(n, elem_bytes, 64, n_rows=64)
 
 
+@pytest.mark.parametrize("limits, split_warps, looped_warps", [({"max_warps": 4}, 4, 4), ({"min_warps": 8}, 8, 8),
+                                                               ({}, 4, 8)])
+def test_split_and_looped_warps_stay_within_the_settings_limits(limits, split_warps, looped_warps):
+    # Hopper's split tile takes 4 warps and the looped path 8: a max_warps of 4 or a min_warps of 8 holds them too.
+    custom = dataclasses.replace(HOPPER, forward=dataclasses.replace(HOPPER.forward, **limits))
+    split = forward_config(40000, 2, 132, custom)
+    looped = forward_config(40000, 2, 4, custom)
+    assert (split.path, split.splits, split.num_warps) == ("rows", 20, split_warps)
+    assert (looped.path, looped.num_warps) == ("looped", looped_warps)
+
+
 def test_sparse_decode_warps_under_other_settings_stay_a_power_of_two_within_the_limits():
     # A byte count per warp that is not a power of two rounds down; both counts keep min_warps..max_warps.
     odd = dataclasses.replace(HOPPER, forward=dataclasses.replace(
