@@ -441,13 +441,16 @@ def _row_class(n_rows: int | None, n_cols: int, elem_bytes: int, max_splits: int
         if n_rows * f.few_rows_sparse_sms_per_row <= max_splits:
             return "few_sparse"
         return "few_dense" if ints and n_rows * n_cols * elem_bytes > f.few_rows_dense_bytes else "few"
-    if f.persistent_min_rows_per_sm * max_splits < n_rows <= f.persistent_max_rows_per_sm * max_splits:
-        return "band"
-    return "many"
+    return "band" if _in_band(n_rows, max_splits, f) else "many"
 
 
-def band_wave_config(cfg: ForwardConfig, n_rows: int, n_cols: int, elem_bytes: int, max_splits: int,
-                     settings: Settings, stores_residual: bool, fp16: bool,
+def _in_band(n_rows: int, max_splits: int, f: ForwardSettings) -> bool:
+    # The persistent grid's row counts: more than persistent_min_rows_per_sm and at most
+    # persistent_max_rows_per_sm an SM (never decode rows: those are at most one an SM).
+    return f.persistent_min_rows_per_sm * max_splits < n_rows <= f.persistent_max_rows_per_sm * max_splits
+
+
+def band_wave_config(cfg: ForwardConfig, n_rows: int, max_splits: int, settings: Settings,
                      resident: Callable[[ForwardConfig], int]) -> ForwardConfig:
     """``cfg`` (:func:`forward_config`'s for ``n_rows`` rows), or a launch of fewer programs' waves.
 
@@ -462,8 +465,7 @@ def band_wave_config(cfg: ForwardConfig, n_rows: int, n_cols: int, elem_bytes: i
     """
     f = settings.forward
     if (cfg.path != "rows" or cfg.splits != 1 or cfg.num_warps // 2 < f.min_warps
-            or _row_class(n_rows, n_cols, elem_bytes, max_splits, settings, stores_residual, fp16) != "band"
-            or n_rows <= resident(cfg) * max_splits):
+            or not _in_band(n_rows, max_splits, f) or n_rows <= resident(cfg) * max_splits):
         return cfg
     fewer = dataclasses.replace(cfg, num_warps=cfg.num_warps // 2, weight_load="before_sum")
     return fewer if n_rows <= resident(fewer) * max_splits else cfg

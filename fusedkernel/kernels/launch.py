@@ -229,10 +229,6 @@ def _forward_rows(x: torch.Tensor, r: torch.Tensor, weight: torch.Tensor, eps: f
         max_splits = _max_splits(device)
         cfg = forward_config(n_cols, x.element_size(), max_splits, _settings(device), n_rows, res is not None,
                              x.dtype == torch.float16)
-        # The table's choice follows from n_cols, few rows or not, its path, splits, warps and weight
-        # load (a decode row's tile follows its row count; the tiles' splits differ), the dtype and
-        # the device: keying on them spares hashing the config (a dataclass) per call.
-        key = (n_cols, n_rows <= max_splits, cfg.path, cfg.splits, cfg.num_warps, cfg.weight_load, *flags)
     else:
         key = (cfg, *flags)
         if type(cfg) is not ForwardConfig:
@@ -275,12 +271,14 @@ def _forward_rows(x: torch.Tensor, r: torch.Tensor, weight: torch.Tensor, eps: f
                                                 device)
             return fit
 
-        banded = band_wave_config(cfg, n_rows, n_cols, x.element_size(), max_splits, _settings(device),
-                                  res is not None, x.dtype == torch.float16, resident)
-        if banded is not cfg:
-            cfg, key = banded, (n_cols, False, banded.path, banded.splits, banded.num_warps, banded.weight_load, *flags)
+        cfg = band_wave_config(cfg, n_rows, max_splits, _settings(device), resident)
     if not run:
         return cfg
+    if table:
+        # The table's choice follows from n_cols, few rows or not, its path, splits, warps and weight
+        # load (a decode row's tile follows its row count; the tiles' splits differ), the dtype and
+        # the device: keying on them spares hashing the config (a dataclass) per call.
+        key = (n_cols, n_rows <= max_splits, cfg.path, cfg.splits, cfg.num_warps, cfg.weight_load, *flags)
     if cfg.path == "looped":
         _launch(_looped_kernel, n_rows, key, (x, r, weight, y, res, rstd),
                 (*common, cfg.block_n, res is not None, rstd is not None, vec), cfg.num_warps, device)

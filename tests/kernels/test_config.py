@@ -638,7 +638,7 @@ def test_band_rows_past_a_wave_take_half_the_warps_where_one_wave_of_them_holds_
     fp16 = n == 5120
     cfg = forward_config(n, 2, 132, n_rows=rows, fp16=fp16)
     assert (cfg.num_warps, cfg.weight_load) == (8, "first")
-    got = band_wave_config(cfg, rows, n, 2, 132, HOPPER, True, fp16, resident)
+    got = band_wave_config(cfg, rows, 132, HOPPER, resident)
     assert got == (dataclasses.replace(cfg, num_warps=4, weight_load="before_sum") if fewer else cfg)
     # The fewer warps are compiled for only where the rule's launch needs a second wave.
     assert asked[0] == cfg and len(asked) == (1 if rows <= FITS[n, 8, "first"] * 132 else 2)
@@ -654,8 +654,7 @@ def test_band_rows_past_a_wave_take_half_the_warps_where_one_wave_of_them_holds_
 def test_launches_outside_the_band_or_at_the_fewest_warps_keep_the_rules_and_ask_no_registers(n, elem_bytes, rows,
                                                                                             stores):
     cfg = forward_config(n, elem_bytes, 132, n_rows=rows, stores_residual=stores)
-    assert band_wave_config(cfg, rows, n, elem_bytes, 132, HOPPER, stores, False,
-                            lambda c: pytest.fail("asked for registers")) is cfg
+    assert band_wave_config(cfg, rows, 132, HOPPER, lambda c: pytest.fail("asked for registers")) is cfg
 
 
 def test_split_candidates_split():
