@@ -260,7 +260,9 @@ class ForwardSettings:
     persistent_narrow_warps: int  # ...this many: docs/tuning.md#forward-persistent-grid
     band_tile_bytes: int  # at those row counts, whole-row tiles of this many bytes take at least...
     band_warps: int  # ...this many warps: docs/tuning.md#forward-warps (past a wave of a launch's programs at
-    # those row counts, half its warps where they hold every row in one: band_wave_config)
+    # those row counts, half its warps where they hold every row in one: band_wave_config); past them, with
+    many_rows_thread_elems: int  # the residual stored, at least the warps that hold this many of such a tile's
+    # elements a thread: docs/tuning.md#forward-warps
     split: ForwardConfig  # rows wider than a tile, split over programs: docs/tuning.md#forward-split-rows
     looped: ForwardConfig  # rows split over more programs than SMs: docs/tuning.md#forward-looped-path
 
@@ -273,7 +275,7 @@ class ForwardSettings:
                                     "few_rows_y_only_wide_warps", "few_rows_y_only_bf16_warps", "weight_first_max_n",
                                     "after_sum_max_tile_bytes", "few_rows_split_min_bytes", "few_rows_split_tile_bytes",
                                     "persistent_tile_bytes", "persistent_narrow_warps", "band_tile_bytes",
-                                    "band_warps"))
+                                    "band_warps", "many_rows_thread_elems"))
         if self.min_warps > self.max_warps:
             raise ValueError(f"ForwardSettings.min_warps must be at most max_warps ({self.max_warps}), "
                              f"got {self.min_warps}")
@@ -344,7 +346,7 @@ HOPPER = Settings(
         few_rows_split_y_only_light_min_bytes=53248, few_rows_split_sms_per_program=2, few_rows_split_programs_per_sm=2,
         few_rows_split_lone_max_pieces=14, few_rows_split_lone_min_cols=14336, persistent_tile_bytes=32768,
         persistent_min_rows_per_sm=2, persistent_max_rows_per_sm=8, persistent_narrow_row_bytes=20480,
-        persistent_narrow_warps=16, band_tile_bytes=8192, band_warps=8,
+        persistent_narrow_warps=16, band_tile_bytes=8192, band_warps=8, many_rows_thread_elems=16,
         split=ForwardConfig("rows", 2, 2048, 1, 4),
         looped=ForwardConfig("looped", 1, 4096, 1, 8)),
     backward=BackwardSettings(
@@ -421,7 +423,8 @@ def _row_class(n_rows: int | None, n_cols: int, elem_bytes: int, max_splits: int
     # fills it), "few_split_lone" (as few_split, one row, and a lone row over few_rows_split_lone_min_cols with
     # the residual stored, not fp16: _lone_split's pieces), "few_sparse" (few, with at
     # least few_rows_sparse_sms_per_row SMs a row), "few_dense" (few, rows of more than few_rows_dense_bytes
-    # in all), "band" (the persistent grid's row counts) or "many".
+    # in all), "under_band" (more than few, at most persistent_min_rows_per_sm an SM), "band" (the
+    # persistent grid's row counts) or "many" (more, or None).
     if n_rows is None:
         return "many"
     if type(n_rows) is not int or n_rows < 0:
@@ -441,6 +444,8 @@ def _row_class(n_rows: int | None, n_cols: int, elem_bytes: int, max_splits: int
         if n_rows * f.few_rows_sparse_sms_per_row <= max_splits:
             return "few_sparse"
         return "few_dense" if ints and n_rows * n_cols * elem_bytes > f.few_rows_dense_bytes else "few"
+    if n_rows <= f.persistent_min_rows_per_sm * max_splits:
+        return "under_band"
     return "band" if _in_band(n_rows, max_splits, f) else "many"
 
 
@@ -575,6 +580,10 @@ def _forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
         elif rows == "band" and block_n * elem_bytes == f.band_tile_bytes:
             # 2-8 rows an SM: more warps a row keep more of its loads in flight (docs/tuning.md#forward-warps).
             warps = max(warps, f.band_warps)
+        elif rows == "many" and stores_residual and block_n * elem_bytes == f.band_tile_bytes:
+            # Past the band likewise while a thread holds many_rows_thread_elems: 2-byte rows on 8 warps, fp32
+            # on 4; y alone reads as fast on the bytes' warps (docs/tuning.md#forward-warps).
+            warps = max(warps, block_n // (32 * f.many_rows_thread_elems))
         warps = _tile_warps(block_n, warps, f)
         # fp16's light decode tiles past few_rows_thread_max_tile read faster with the weight first
         # (docs/tuning.md#forward-decode-weight-before-the-sums).

@@ -211,27 +211,30 @@ def test_the_tuners_sweep_the_rule_first_and_only_legal_settings(n):
     assert all(isinstance(cfg, BackwardConfig) for cfg in bwd)
 
 
-# (n, elem_bytes) -> warps of whole rows: many rows (prefill, 512 tokens) and few rows (decode), by the
-# rule of docs/tuning.md#forward-warps: one warp per 1280 bytes rounded down to a power of two, doubled
-# for decode tiles of at most 4096 elements where the residual is stored, 8192 where y only; wider decode
-# tiles: 32, except 8192-element tiles with the residual stored, which take only the warps that hold 32
+# (n, elem_bytes) -> warps of whole rows: many rows (prefill) and few rows (decode), by the rule of
+# docs/tuning.md#forward-warps: one warp per 1280 bytes rounded down to a power of two; with the residual
+# stored, 8 KiB tiles of many rows take the warps that hold 16 elements a thread (2-byte 2049-4096 wide: 8);
+# doubled for decode tiles of at most 4096 elements where the residual is stored, 8192 where y only; wider
+# decode tiles: 32, except 8192-element tiles with the residual stored, which take only the warps that hold 32
 # tile elements a thread, 16 in 2-byte rows over 12 KiB and in fp32 launches of more than 1.5 MiB of rows
 # (docs/tuning.md#forward-decode-weight-before-the-sums); never more than 32 tile
 # elements a thread, 4 to 32; decode tiles over 16 KiB writing y only take 8 in fp32, and 4 in bf16 rows
 # over 10240 wide (the weight before the sums) (docs/tuning.md#forward-sparse-decode-warps). Values: many
-# rows, decode with the residual stored, decode writing y only.
-WARPS = {(1024, 2): (4, 4, 4), (2880, 2): (4, 8, 8), (4096, 2): (4, 8, 8), (5120, 2): (8, 8, 16),
-         (7168, 2): (8, 16, 16), (8192, 2): (8, 16, 16), (10240, 2): (16, 32, 32), (16384, 2): (16, 32, 4),
-         (18432, 2): (32, 32, 32), (32768, 2): (32, 32, 32), (2048, 4): (4, 8, 8), (4096, 4): (8, 16, 16),
-         (5120, 4): (16, 16, 8), (8192, 4): (16, 16, 8), (16384, 4): (32, 32, 8)}
+# rows with the residual stored, many writing y only, decode with the residual stored, decode writing y only.
+WARPS = {(1024, 2): (4, 4, 4, 4), (2880, 2): (8, 4, 8, 8), (4096, 2): (8, 4, 8, 8), (5120, 2): (8, 8, 8, 16),
+         (7168, 2): (8, 8, 16, 16), (8192, 2): (8, 8, 16, 16), (10240, 2): (16, 16, 32, 32),
+         (16384, 2): (16, 16, 32, 4), (18432, 2): (32, 32, 32, 32), (32768, 2): (32, 32, 32, 32),
+         (2048, 4): (4, 4, 8, 8), (4096, 4): (8, 8, 16, 16), (5120, 4): (16, 16, 16, 8), (8192, 4): (16, 16, 16, 8),
+         (16384, 4): (32, 32, 32, 8)}
 
 
 @pytest.mark.parametrize("n, elem_bytes", WARPS)
 def test_whole_row_warps_follow_the_row_bytes_and_the_row_count(n, elem_bytes):
-    many, few, few_y = (forward_config(n, elem_bytes, 132, n_rows=rows, stores_residual=s)
-                        for rows, s in ((None, True), (132, True), (132, False)))
-    assert (many.num_warps, few.num_warps, few_y.num_warps) == WARPS[n, elem_bytes]
-    assert forward_config(n, elem_bytes, 132, stores_residual=False).num_warps == many.num_warps
+    many, many_y, few, few_y = (forward_config(n, elem_bytes, 132, n_rows=rows, stores_residual=s)
+                                for rows, s in ((None, True), (None, False), (132, True), (132, False)))
+    assert tuple(c.num_warps for c in (many, many_y, few, few_y)) == WARPS[n, elem_bytes]
+    # Prefill rows are many, as None is.
+    assert forward_config(n, elem_bytes, 132, n_rows=8192) == many
     # Few rows: a program per row, so each SM holds at most one and the rows spread over SMs.
     assert few.block_m == 1 and many.block_m == max(1, F.narrow_tile_elems // many.block_n)
     assert few.block_n == many.block_n
@@ -601,9 +604,10 @@ def test_the_persistent_grid_takes_wide_whole_rows_a_few_per_sm(n, elem_bytes):
 
 
 # (n, elem_bytes) -> warps at 264, 265, 1056 and 1057 rows on 132 SMs: at 2-8 rows an SM, whole-row
-# tiles of 8 KiB (bf16 2049-4096 wide, fp32 1025-2048) take 8 warps (docs/tuning.md#forward-warps); other
-# tiles and row counts keep the rule's warps per row byte.
-BAND_WARPS = {(2880, 2): (4, 8, 8, 4), (4096, 2): (4, 8, 8, 4), (2304, 2): (4, 8, 8, 4),
+# tiles of 8 KiB (bf16 2049-4096 wide, fp32 1025-2048) take 8 warps, and past it, with the residual
+# stored, the warps that hold 16 elements a thread (2-byte: 8, fp32: 4) (docs/tuning.md#forward-warps);
+# other tiles and row counts keep the rule's warps per row byte.
+BAND_WARPS = {(2880, 2): (4, 8, 8, 8), (4096, 2): (4, 8, 8, 8), (2304, 2): (4, 8, 8, 8),
               (1536, 4): (4, 8, 8, 4), (2048, 4): (4, 8, 8, 4), (2048, 2): (4, 4, 4, 4),
               (5120, 2): (8, 8, 8, 8), (1024, 4): (4, 4, 4, 4)}
 
@@ -612,11 +616,14 @@ BAND_WARPS = {(2880, 2): (4, 8, 8, 4), (4096, 2): (4, 8, 8, 4), (2304, 2): (4, 8
 def test_band_rows_of_8_kib_tiles_take_more_warps(n, elem_bytes):
     for stores, fp16 in itertools.product((True, False), (False, elem_bytes == 2)):
         got = [forward_config(n, elem_bytes, 132, n_rows=rows, stores_residual=stores, fp16=fp16)
-               for rows in (264, 265, 1056, 1057)]
-        assert tuple(c.num_warps for c in got) == BAND_WARPS[n, elem_bytes]
+               for rows in (264, 265, 1056, 1057, 100000)]
+        want = BAND_WARPS[n, elem_bytes]
+        # Writing y only, past the band is as below it.
+        assert tuple(c.num_warps for c in got) == ((*want, want[3]) if stores else (*want[:3], want[0], want[0]))
         assert all(c.path == "rows" and c.weight_load == "first" for c in got)
     # 8 SMs: the band is 17-64 rows.
     assert forward_config(n, elem_bytes, 8, n_rows=64).num_warps == BAND_WARPS[n, elem_bytes][2]
+    assert forward_config(n, elem_bytes, 8, n_rows=65).num_warps == BAND_WARPS[n, elem_bytes][3]
 
 
 # Programs an SM holds, as the H200 compiles whole-row tiles with the residual stored
