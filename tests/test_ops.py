@@ -371,6 +371,31 @@ def test_band_rows_take_half_the_warps_only_past_a_wave_of_the_rules(dtype, n, f
         assert_matches_reference(y, x, r0, w)
 
 
+@pytest.mark.parametrize("n, inplace", [(18272, True), (16392, False)])
+def test_band_rows_of_2_byte_rows_past_16384_split_over_the_decode_splits_tiles(n, inplace, device):
+    # 2-8 rows an SM of bf16 rows of 16385-32768 (a whole row: 32 elements a thread at 32 warps) take the
+    # decode split's tile, 2 rows x 2048 on 4 warps, where its programs fit the SMs (never in the
+    # interpreter: one SM); the rows exchange partial sums and match the reference.
+    from fusedkernel.kernels.config import ForwardConfig
+    from fusedkernel.kernels.launch import _max_splits, table_config
+
+    index = -1 if device == "cpu" else torch.cuda.current_device()
+    sms = _max_splits(index)
+    rows = 4 * sms
+    x, r0 = rand((rows, n), torch.bfloat16, device), rand((rows, n), torch.bfloat16, device, seed=1)
+    w = rand((n,), torch.bfloat16, device, seed=2)
+    r = r0.clone()
+    cfg = table_config(x, r, w, torch.empty_like(x), res=r if inplace else torch.empty_like(x))
+    splits = -(-n // 2048)
+    split = ForwardConfig("rows", 2, 2048, splits, 4, "before_sum")
+    assert (cfg == split) if splits <= sms else (cfg.splits == 1)
+    y, new = add_rmsnorm(x, r, w, inplace_residual=inplace, return_residual=not inplace)
+    assert_matches_reference(y, x, r0, w)
+    # The interpreter rounds bf16 ties toward zero: one unit in the last place there.
+    tol = dict(rtol=0, atol=0) if device != "cpu" else dict(rtol=2**-7, atol=0)
+    torch.testing.assert_close(r if inplace else new, (x.float() + r0.float()).bfloat16(), **tol)
+
+
 def test_persistent_settings_that_miss_columns_are_refused(device):
     from fusedkernel.kernels.config import ForwardConfig
 

@@ -579,9 +579,10 @@ def test_persistent_candidates_hold_the_rules_whole_rows_at_prefill_only(n):
 # (n, elem_bytes) -> the rule's path at 264 and 265 rows (2 per SM and just over), 1056 (8 per SM)
 # and 1057 on 132 SMs, and its persistent warps: docs/tuning.md#forward-persistent-grid. Whole-row
 # tiles of 32 KiB (bf16 8193-16384 wide, fp32 4097-8192) walk rows on a grid of one program per SM,
-# 16 warps for rows of at most 20 KiB, else 32; wider tiles do not.
+# 16 warps for rows of at most 20 KiB, else 32; wider tiles do not (2-byte ones split there:
+# docs/tuning.md#forward-band-split).
 PERSISTENT = {(8192, 2): ("rrrr", None), (8200, 2): ("rppr", 16), (10240, 2): ("rppr", 16),
-              (10248, 2): ("rppr", 32), (16384, 2): ("rppr", 32), (32768, 2): ("rrrr", None),
+              (10248, 2): ("rppr", 32), (16384, 2): ("rppr", 32), (32768, 2): ("rssr", None),
               (32776, 2): ("ssss", None), (4096, 4): ("rrrr", None), (4104, 4): ("rppr", 16),
               (5120, 4): ("rppr", 16), (5128, 4): ("rppr", 32), (8192, 4): ("rppr", 32), (16384, 4): ("rrrr", None)}
 
@@ -624,6 +625,22 @@ def test_band_rows_of_8_kib_tiles_take_more_warps(n, elem_bytes):
     # 8 SMs: the band is 17-64 rows.
     assert forward_config(n, elem_bytes, 8, n_rows=64).num_warps == BAND_WARPS[n, elem_bytes][2]
     assert forward_config(n, elem_bytes, 8, n_rows=65).num_warps == BAND_WARPS[n, elem_bytes][3]
+
+
+@pytest.mark.parametrize("n", [16392, 18272, 24576, 32768])
+def test_band_rows_of_2_byte_rows_past_16384_split_over_the_decode_splits_tiles(n):
+    # A whole 2-byte row of 16385-32768 holds 32 elements a thread at 32 warps: at 2-8 rows an SM it takes
+    # the decode split's tile, 2 rows x 2048 on 4 warps, the weight before the sums, each op and dtype
+    # (docs/tuning.md#forward-band-split); outside the band, and where its pieces outnumber the SMs, whole rows.
+    split = ForwardConfig("rows", 2, 2048, -(-n // 2048), 4, "before_sum")
+    for stores, fp16 in itertools.product((True, False), (True, False)):
+        got = [forward_config(n, 2, 132, n_rows=rows, stores_residual=stores, fp16=fp16)
+               for rows in (264, 265, 1056, 1057)]
+        assert got[1] == got[2] == split
+        assert got[0].splits == got[3].splits == 1 and got[0].block_n == got[3].block_n == 32768
+    assert forward_config(n, 2, -(-n // 2048) - 1, n_rows=4 * (-(-n // 2048) - 1)).splits == 1
+    # fp32's widest whole rows (16384 elements) hold 16-32 a thread: whole in the band.
+    assert forward_config(n // 2, 4, 132, n_rows=512).splits == 1
 
 
 # Programs an SM holds, as the H200 compiles whole-row tiles with the residual stored
