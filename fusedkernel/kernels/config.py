@@ -15,8 +15,9 @@ Forward paths:
   (splits = 1); wider rows, decode rows over ``few_rows_split_min_bytes``
   with enough bytes for each row of the launch (``few_rows_split_bytes_per_row``
   and, in fp32, ``few_rows_split_light_bytes_per_row`` past that minimum, or
-  writing y only past ``few_rows_split_y_only_light_min_bytes``), and a lone
-  bf16 row over ``few_rows_split_lone_min_cols`` with the residual stored, are
+  writing y only past ``few_rows_split_y_only_light_min_bytes``), a lone
+  bf16 row over ``few_rows_split_lone_min_cols`` with the residual stored, and
+  2-byte rows of 16385-32768 at 2-8 rows an SM (the decode split's tiles), are
   split over ``splits`` adjacent programs that exchange partial sums
   of squares and wait for each other (GPU only: the interpreter runs programs
   one after another, so a waiting program would wait forever). Either way x
