@@ -452,9 +452,10 @@ def _row_class(n_rows: int | None, n_cols: int, elem_bytes: int, max_splits: int
         return "many"
     # A whole row that needs max_thread_elems a thread at max_warps (2-byte rows of 16385-32768) is one long
     # program an SM; split over the decode split's tiles, the band's rows keep more programs in flight
-    # (docs/tuning.md#forward-band-split).
+    # (docs/tuning.md#forward-band-split). Not _light, in plain ints (host time: triton.next_power_of_2 costs
+    # microseconds a call): the powers of two below 32 x max_warps x max_thread_elems stop at half of it.
     ints = type(n_cols) is int and type(elem_bytes) is int and elem_bytes in (2, 4)
-    if (ints and 0 < n_cols * elem_bytes <= f.max_tile_bytes and not _light(triton.next_power_of_2(n_cols), f)
+    if (ints and 0 < n_cols * elem_bytes <= f.max_tile_bytes and 2 * n_cols > 32 * f.max_warps * f.max_thread_elems
             and _decode_split(n_cols, elem_bytes, f, "rows")[2] <= max_splits):
         return "band_split"
     return "band"

@@ -727,6 +727,25 @@ def test_the_rule_is_cached_per_row_class_not_per_row_count():
     assert {forward_config(16384, 2, 132, HOPPER, n).path for n in lengths} == {"rows", "persistent"}
 
 
+def test_a_cached_rule_asks_triton_nothing_past_decode(monkeypatch):
+    # Host time: triton.next_power_of_2 costs microseconds a call (a ConstexprFunction), more than a cache
+    # hit; once a class is cached, rows past decode (under, in and past the band, the band's split) and the
+    # common decode widths choose in plain ints.
+    from fusedkernel.kernels import config
+
+    cases = [(n, rows) for n in (2880, 4096, 16384, 18272, 32768) for rows in (1, 64, 200, 512, 1056, 8192)]
+    for n, rows in cases:
+        forward_config(n, 2, 132, HOPPER, rows)
+
+    def refuse(*args):
+        raise AssertionError("triton.next_power_of_2 was called")
+
+    monkeypatch.setattr(config.triton, "next_power_of_2", refuse)
+    for n, rows in cases:
+        if rows > 132 or n <= 16384:
+            forward_config(n, 2, 132, HOPPER, rows + 1)
+
+
 # A rule's numbers are checked when settings are made: each bad one named, not a ZeroDivisionError or a
 # ForwardConfig error on the first call that reaches it.
 BAD_SETTINGS = [
