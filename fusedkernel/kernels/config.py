@@ -425,8 +425,7 @@ def _row_class(n_rows: int | None, n_cols: int, elem_bytes: int, max_splits: int
     # the residual stored, not fp16: _lone_split's pieces), "few_sparse" (few, with at
     # least few_rows_sparse_sms_per_row SMs a row), "few_dense" (few, rows of more than few_rows_dense_bytes
     # in all), "under_band" (more than few, at most persistent_min_rows_per_sm an SM), "band" (the
-    # persistent grid's row counts), "band_split" (band rows split as the decode split's tiles) or "many"
-    # (more, or None).
+    # persistent grid's row counts) or "many" (more, or None).
     if n_rows is None:
         return "many"
     if type(n_rows) is not int or n_rows < 0:
@@ -448,17 +447,7 @@ def _row_class(n_rows: int | None, n_cols: int, elem_bytes: int, max_splits: int
         return "few_dense" if ints and n_rows * n_cols * elem_bytes > f.few_rows_dense_bytes else "few"
     if n_rows <= f.persistent_min_rows_per_sm * max_splits:
         return "under_band"
-    if not _in_band(n_rows, max_splits, f):
-        return "many"
-    # A whole row that needs max_thread_elems a thread at max_warps (2-byte rows of 16385-32768) is one long
-    # program an SM; split over the decode split's tiles, the band's rows keep more programs in flight
-    # (docs/tuning.md#forward-band-split). Not _light, in plain ints (host time: triton.next_power_of_2 costs
-    # microseconds a call): the powers of two below 32 x max_warps x max_thread_elems stop at half of it.
-    ints = type(n_cols) is int and type(elem_bytes) is int and elem_bytes in (2, 4)
-    if (ints and 0 < n_cols * elem_bytes <= f.max_tile_bytes and 2 * n_cols > 32 * f.max_warps * f.max_thread_elems
-            and _decode_split(n_cols, elem_bytes, f, "rows")[2] <= max_splits):
-        return "band_split"
-    return "band"
+    return "band" if _in_band(n_rows, max_splits, f) else "many"
 
 
 def _in_band(n_rows: int, max_splits: int, f: ForwardSettings) -> bool:
@@ -540,7 +529,12 @@ def _forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
     f = settings.forward
     few_rows = rows in _FEW
     if n_cols * elem_bytes <= f.max_tile_bytes:
-        if rows in _SPLIT or rows == "band_split":
+        # A whole row that needs max_thread_elems a thread at max_warps (not _light: 2-byte rows of 16385-32768)
+        # is one long program an SM; split over the decode split's tiles where they fit the SMs, the band's
+        # rows keep more programs in flight (docs/tuning.md#forward-band-split).
+        band_split = (rows == "band" and not _light(triton.next_power_of_2(n_cols), f)
+                      and _decode_split(n_cols, elem_bytes, f, "rows")[2] <= max_splits)
+        if rows in _SPLIT or band_split:
             if rows == "few_split_lone":
                 block_m, block_n, splits = _lone_split(n_cols, elem_bytes, max_splits, f)
             else:
