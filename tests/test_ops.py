@@ -391,7 +391,7 @@ def test_band_rows_of_2_byte_rows_past_16384_split_over_the_decode_splits_tiles(
     assert (cfg == split) if splits <= sms else (cfg.splits == 1)
     y, new = add_rmsnorm(x, r, w, inplace_residual=inplace, return_residual=not inplace)
     assert_matches_reference(y, x, r0, w)
-    # The interpreter rounds bf16 ties toward zero: one unit in the last place there.
+    # The interpreter truncates bf16 results: one unit in the last place there.
     tol = dict(rtol=0, atol=0) if device != "cpu" else dict(rtol=2**-7, atol=0)
     torch.testing.assert_close(r if inplace else new, (x.float() + r0.float()).bfloat16(), **tol)
 

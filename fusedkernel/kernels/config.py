@@ -540,7 +540,7 @@ def _forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
             else:
                 tile = "row" if rows == "few_split_row" else "rows"
                 block_m, block_n, splits = _decode_split(n_cols, elem_bytes, f, tile)
-            fewest = f.min_warps if rows in ("few_split_sparse", "few_split_lone") else 1
+            fewest = f.min_warps if rows in ("few_split_sparse", "few_split_lone") or band_split else 1
             warps = min(f.max_warps, max(fewest, block_m * block_n // (32 * f.max_thread_elems)))
             return ForwardConfig("rows", block_m, block_n, splits, warps, "before_sum")
         block_n = triton.next_power_of_2(n_cols)

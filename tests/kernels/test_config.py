@@ -641,6 +641,9 @@ def test_band_rows_of_2_byte_rows_past_16384_split_over_the_decode_splits_tiles(
     assert forward_config(n, 2, -(-n // 2048) - 1, n_rows=4 * (-(-n // 2048) - 1)).splits == 1
     # fp32's widest whole rows (16384 elements) hold 16-32 a thread: whole in the band.
     assert forward_config(n // 2, 4, 132, n_rows=512).splits == 1
+    # Within the settings' warps, as every launch of many rows.
+    eight = dataclasses.replace(HOPPER, forward=dataclasses.replace(F, min_warps=8))
+    assert forward_config(n, 2, 132, eight, 512) == dataclasses.replace(split, num_warps=8)
 
 
 # Programs an SM holds, as the H200 compiles whole-row tiles with the residual stored
