@@ -30,7 +30,7 @@ Forward paths:
   rule takes it for 32 KiB whole-row tiles (one holds an SM alone: bf16 and
   fp16 rows 8193-16384 wide, fp32 4097-8192) at more than 2 and at most 8
   rows per SM (265-1056 rows on 132 SMs), 16 warps a program for rows of at
-  most 20 KiB, else 32.
+  most 22 KiB, else 32.
 
 Backward paths: ``rows`` (whole rows, persistent grid), ``split`` (rows split
 over programs that exchange partial dot products) and ``columns`` (a pass for
@@ -346,7 +346,7 @@ HOPPER = Settings(
         few_rows_split_tile_bytes=8192, few_rows_split_bytes_per_row=1280, few_rows_split_light_bytes_per_row=384,
         few_rows_split_y_only_light_min_bytes=53248, few_rows_split_sms_per_program=2, few_rows_split_programs_per_sm=2,
         few_rows_split_lone_max_pieces=14, few_rows_split_lone_min_cols=14336, persistent_tile_bytes=32768,
-        persistent_min_rows_per_sm=2, persistent_max_rows_per_sm=8, persistent_narrow_row_bytes=20480,
+        persistent_min_rows_per_sm=2, persistent_max_rows_per_sm=8, persistent_narrow_row_bytes=22528,
         persistent_narrow_warps=16, band_tile_bytes=8192, band_warps=8, many_rows_thread_elems=16,
         split=ForwardConfig("rows", 2, 2048, 1, 4),
         looped=ForwardConfig("looped", 1, 4096, 1, 8)),
@@ -546,7 +546,7 @@ def _forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
         block_n = triton.next_power_of_2(n_cols)
         block_m = 1 if few_rows else max(1, f.narrow_tile_elems // block_n)
         if block_n * elem_bytes == f.persistent_tile_bytes and rows == "band":
-            # A row filling at most 5/8 of the tile reads as fast or faster on half the warps
+            # A row filling at most 11/16 of the tile reads as fast or faster on half the warps
             # (docs/tuning.md#forward-persistent-grid).
             warps = f.max_warps
             if n_cols * elem_bytes <= f.persistent_narrow_row_bytes:

@@ -579,12 +579,13 @@ def test_persistent_candidates_hold_the_rules_whole_rows_at_prefill_only(n):
 # (n, elem_bytes) -> the rule's path at 264 and 265 rows (2 per SM and just over), 1056 (8 per SM)
 # and 1057 on 132 SMs, and its persistent warps: docs/tuning.md#forward-persistent-grid. Whole-row
 # tiles of 32 KiB (bf16 8193-16384 wide, fp32 4097-8192) walk rows on a grid of one program per SM,
-# 16 warps for rows of at most 20 KiB, else 32; wider tiles do not (2-byte ones split there:
+# 16 warps for rows of at most 22 KiB, else 32; wider tiles do not (2-byte ones split there:
 # docs/tuning.md#forward-band-split).
-PERSISTENT = {(8192, 2): ("rrrr", None), (8200, 2): ("rppr", 16), (10240, 2): ("rppr", 16),
-              (10248, 2): ("rppr", 32), (16384, 2): ("rppr", 32), (32768, 2): ("rssr", None),
+PERSISTENT = {(8192, 2): ("rrrr", None), (8200, 2): ("rppr", 16), (10248, 2): ("rppr", 16),
+              (11264, 2): ("rppr", 16), (11272, 2): ("rppr", 32), (16384, 2): ("rppr", 32), (32768, 2): ("rssr", None),
               (32776, 2): ("ssss", None), (4096, 4): ("rrrr", None), (4104, 4): ("rppr", 16),
-              (5120, 4): ("rppr", 16), (5128, 4): ("rppr", 32), (8192, 4): ("rppr", 32), (16384, 4): ("rrrr", None)}
+              (5128, 4): ("rppr", 16), (5632, 4): ("rppr", 16), (5640, 4): ("rppr", 32), (8192, 4): ("rppr", 32),
+              (16384, 4): ("rrrr", None)}
 
 
 @pytest.mark.parametrize("n, elem_bytes", PERSISTENT)
