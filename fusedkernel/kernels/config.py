@@ -546,8 +546,8 @@ def _forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
         block_n = triton.next_power_of_2(n_cols)
         block_m = 1 if few_rows else max(1, f.narrow_tile_elems // block_n)
         if block_n * elem_bytes == f.persistent_tile_bytes and rows == "band":
-            # A row filling at most 11/16 of the tile reads as fast or faster on half the warps
-            # (docs/tuning.md#forward-persistent-grid).
+            # A row filling at most 11/16 of the tile reads within 3% of the best on half the warps, often
+            # ahead (docs/tuning.md#forward-persistent-grid).
             warps = f.max_warps
             if n_cols * elem_bytes <= f.persistent_narrow_row_bytes:
                 warps = _tile_warps(block_n, f.persistent_narrow_warps, f)

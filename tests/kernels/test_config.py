@@ -605,6 +605,17 @@ def test_the_persistent_grid_takes_wide_whole_rows_a_few_per_sm(n, elem_bytes):
         assert forward_config(n, elem_bytes, 132, stores_residual=stores, fp16=fp16) in cands
 
 
+@pytest.mark.parametrize("edge", [18432, 20480, 30720])
+def test_the_persistent_grid_takes_16_warps_up_to_its_setting(edge):
+    # The edge is the setting's, not a number of the rule: rows of 32 KiB tiles to either side of it at 512 rows.
+    s = dataclasses.replace(HOPPER, forward=dataclasses.replace(HOPPER.forward, persistent_narrow_row_bytes=edge))
+    for elem_bytes in (2, 4):
+        n = edge // elem_bytes
+        got = [forward_config(w, elem_bytes, 132, s, n_rows=512) for w in (n, n + 8)]
+        assert [c.path for c in got] == ["persistent", "persistent"]
+        assert [c.num_warps for c in got] == [16, 32]
+
+
 # (n, elem_bytes) -> warps at 264, 265, 1056 and 1057 rows on 132 SMs: at 2-8 rows an SM, whole-row
 # tiles of 8 KiB (bf16 2049-4096 wide, fp32 1025-2048) take 8 warps, and past it, with the residual
 # stored, the warps that hold 16 elements a thread (2-byte: 8, fp32: 4) (docs/tuning.md#forward-warps);
