@@ -532,7 +532,8 @@ def _forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
         # A whole row that needs max_thread_elems a thread at max_warps (not _light: 2-byte rows of 16385-32768)
         # is one long program an SM; split over the decode split's tiles where they fit the SMs, the band's
         # rows keep more programs in flight (docs/tuning.md#forward-band-split).
-        band_split = (rows == "band" and not _light(triton.next_power_of_2(n_cols), f)
+        whole_n = triton.next_power_of_2(n_cols)
+        band_split = (rows == "band" and not _light(whole_n, f)
                       and _decode_split(n_cols, elem_bytes, f, "rows")[2] <= max_splits)
         if rows in _SPLIT or band_split:
             if rows == "few_split_lone":
@@ -543,7 +544,7 @@ def _forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
             fewest = f.min_warps if rows in ("few_split_sparse", "few_split_lone") or band_split else 1
             warps = min(f.max_warps, max(fewest, block_m * block_n // (32 * f.max_thread_elems)))
             return ForwardConfig("rows", block_m, block_n, splits, warps, "before_sum")
-        block_n = triton.next_power_of_2(n_cols)
+        block_n = whole_n
         block_m = 1 if few_rows else max(1, f.narrow_tile_elems // block_n)
         if block_n * elem_bytes == f.persistent_tile_bytes and rows == "band":
             # A row filling at most 11/16 of the tile reads within 3% of the best on half the warps, often
