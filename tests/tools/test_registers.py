@@ -18,6 +18,12 @@ def table(stdout: str) -> dict:
     return {r[0]: (int(r[2]), int(r[3]), tuple(int(v) for v in r[4].split(" / "))) for r in rows}
 
 
+def table_forward(stdout: str) -> dict:
+    # The forward's table: case | config | registers | stack bytes | programs per SM asked / fit.
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in stdout.splitlines()[2:]]
+    return {r[0]: (int(r[2]), int(r[3]), r[4]) for r in rows}
+
+
 def test_every_split_setting_of_the_rule_fits_what_it_asks_on_hopper():
     # The rule's settings were measured at these fits on the H200 (docs/tuning.md#backward-split-path):
     # 2 x 1024 / 4 warps 126 registers (4 per SM), 2 x 2048 / 4 behind 235-255 (2), 2 x 4096 / 8 behind (1),
@@ -71,3 +77,16 @@ def test_the_forward_rules_launches_hold_the_programs_the_tuning_notes_name():
 def test_forward_options_are_checked():
     assert "--dres, --weight and --candidates are the backward's" in registers("--forward", "--dres").stderr
     assert "--rows: a positive row count, got 0" in registers("--forward", "--rows", "0").stderr
+
+
+def test_the_forward_launches_at_their_register_cap_do_not_spill_at_multiples_of_8():
+    # docs/tuning.md#forward-sparse-decode-warps (limits): at multiples of 8 the persistent grid (16 warps at
+    # 11264, 32 at 16384: 128 and 64 registers, the most a thread gets), 32 warps at 32768 and 4 warps at
+    # 8 decode rows of 16384 (246) keep no stack frame; one element at a time (32767) the 32-warp tile does.
+    stack = {}
+    for rows, widths in (("512", "11264,16384"), ("8192", "32768,32767"), ("8", "16384")):
+        out = registers("--forward", "--dtypes", "bf16", "--widths", widths, "--rows", rows)
+        assert out.returncode == 0, out.stdout + out.stderr
+        stack |= {case: (regs, spill) for case, (regs, spill, _) in table_forward(out.stdout).items()}
+    assert stack == {"bf16 512x11264": (128, 0), "bf16 512x16384": (64, 0), "bf16 8192x32768": (64, 0),
+                     "bf16 8x16384": (246, 0), "bf16 8192x32767": (64, 88)}
