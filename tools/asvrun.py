@@ -277,7 +277,11 @@ def readable(path: pathlib.Path, warn=print) -> bool:
         why = type(e).__name__
     if why is None:
         return True
-    aside = path.with_name(path.name + ".corrupt")
+    # Never over an earlier one: a file moved aside may hold values worth recovering by hand.
+    aside, k = path.with_name(path.name + ".corrupt"), 1
+    while aside.exists():
+        k += 1
+        aside = path.with_name(f"{path.name}.corrupt{k}")
     path.replace(aside)
     warn(f"warning: {path} is not a readable asv result ({why}); moved to {aside.name}, "
          "its values will be measured again")
@@ -338,6 +342,8 @@ def keep_earlier_values(path: pathlib.Path, before: dict | None) -> int:
                 restored += 1
         new["result"] = new_vals
         after["results"][name] = [new.get(c) for c in cols]
-    if restored:
-        path.write_text(json.dumps(after, indent=None, sort_keys=True))
+    if restored:  # whole or not at all: the file holds every finished value of the commit
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(after, indent=None, sort_keys=True))
+        tmp.replace(path)
     return restored

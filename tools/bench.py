@@ -2,7 +2,8 @@
 
     python tools/bench.py run [REV ...]             benchmark commits into the history (default HEAD;
                                                     A..B backfills oldest first; NEW: every commit
-                                                    after the newest one with results here)
+                                                    after the newest one with results here, and
+                                                    that one where a family is missing)
     python tools/bench.py publish                   the HTML site: history, now.html, provenance
     python tools/bench.py gate BASE HEAD            PR gate: HEAD against its merge-base with BASE
     python tools/bench.py bisect GOOD..BAD BENCH    the first commit where BENCH got slower
@@ -108,6 +109,17 @@ def arm() -> None:
         raise asvrun.Interrupted(signal.Signals(_signals["received"][0]).name)
 
 
+def asv(args: list[str], env: dict, log: pathlib.Path) -> int:
+    """asvrun.asv; its :class:`asvrun.Interrupted` is this run's signal, raised (a second one must not break
+    the unwinding: the provenance and the results it writes)."""
+    try:
+        return asvrun.asv(args, env, log)
+    except asvrun.Interrupted as e:
+        _signals["received"].append(signal.Signals[e.args[0]])
+        _signals["raised"] = True
+        raise
+
+
 @contextlib.contextmanager
 def unarmed():
     """Signals in the block are recorded, and raised after it (around an import)."""
@@ -181,6 +193,8 @@ def resolve(revs: list[str], machine: str | None, results: pathlib.Path | None) 
     for rev in revs or ["HEAD"]:
         if rev == "NEW":
             last = newest_with_results(machine, results)
+            if last and unfinished(results, machine, last):
+                out.append(last)  # a run cut off there: measure resumes it
             spec = [f"{last}..HEAD"] if last else ["-1", "HEAD"]
             new = git("rev-list", "--reverse", "--first-parent", *spec).split()
             out += [c for c in new if not results_only(c)]
@@ -189,6 +203,14 @@ def resolve(revs: list[str], machine: str | None, results: pathlib.Path | None) 
         else:
             out.append(commit_of(rev))
     return list(dict.fromkeys(out))
+
+
+def unfinished(results: pathlib.Path, machine: str, commit: str) -> bool:
+    """Does ``commit`` have a results file that lacks a family (a run cut off, or one of a selection)?"""
+    if not asvrun.result_files(results, machine, commit):
+        return False
+    stored = stored_names(results, machine, commit)
+    return not all(any(n.startswith(f"add_rmsnorm.{f}.") for n in stored) for f in FAMILIES)
 
 
 def results_only(commit: str) -> bool:
@@ -245,7 +267,7 @@ def measure(commit: str, mode: str, machine: str, conf: pathlib.Path, wheels: st
                 tried.append(family)
                 args = ["run", f"{commit}^!", "--config", str(conf), "--machine", machine, "--record-samples",
                         "-b", regex] + (["--append-samples"] if append else [])
-                rc = asvrun.asv(args, asvrun.asv_env(mode, wheels, [regex]), log)
+                rc = asv(args, asvrun.asv_env(mode, wheels, [regex]), log)
                 run.append(regex)
                 if rc and not any(n.startswith(f"add_rmsnorm.{family}.") for n in stored_names(results, machine, commit)):
                     asv_failed.append(f"{family} (asv exit status {rc}, nothing stored: see {shown})")
@@ -341,7 +363,7 @@ def cmd_run(a) -> int:
     warn_uncommitted(commits)
     failed = {}
     with asvrun.config(mode) as conf:
-        asvrun.asv(["machine", "--machine", machine, "--yes", "--config", str(conf)], asvrun.asv_env(mode, a.wheels),
+        asv(["machine", "--machine", machine, "--yes", "--config", str(conf)], asvrun.asv_env(mode, a.wheels),
                    asvrun.LOGS / "machine.log")
         for i, commit in enumerate(commits, 1):
             print(f"== {commit[:10]} ({i}/{len(commits)}) on {machine}", flush=True)
@@ -363,17 +385,22 @@ def cmd_run(a) -> int:
 
 
 def measure_pair(mode, machine, wheels, regexes, base, head, tmp: pathlib.Path, rounds: int = 1):
-    """Measure ``base`` and ``head`` alternately ``rounds`` times into ``tmp``; their asv Results and failures."""
+    """Measure ``base`` and ``head`` alternately ``rounds`` times into ``tmp``.
+
+    Returns their asv Results (None where nothing was measured) and the failed cases, each named with the
+    commit it failed at.
+    """
     from asv.results import Results
 
     failed = []
     with asvrun.config(mode, results=tmp) as conf:
-        asvrun.asv(["machine", "--machine", machine, "--yes", "--config", str(conf)], asvrun.asv_env(mode, wheels),
+        asv(["machine", "--machine", machine, "--yes", "--config", str(conf)], asvrun.asv_env(mode, wheels),
                    asvrun.LOGS / "machine.log")
         for k in range(rounds):
             for commit in (base, head):
                 print(f"== {commit[:10]} (round {k + 1}/{rounds})", flush=True)
-                failed += measure(commit, mode, machine, conf, wheels, regexes, tmp, resume=False, append=k > 0)
+                failed += [f"{case} at {commit[:10]}" for case in
+                           measure(commit, mode, machine, conf, wheels, regexes, tmp, resume=False, append=k > 0)]
     loaded = [Results.load(str(asvrun.result_files(tmp, machine, c)[0])) if asvrun.result_files(tmp, machine, c)
               else None for c in (base, head)]
     return loaded, failed
@@ -456,7 +483,7 @@ def cmd_bisect(a) -> int:
 
     with tempfile.TemporaryDirectory(prefix="fk-bisect-") as tmp, asvrun.config(mode, pathlib.Path(tmp)) as conf:
         tmp = pathlib.Path(tmp)
-        asvrun.asv(["machine", "--machine", machine, "--yes", "--config", str(conf)], asvrun.asv_env(mode, a.wheels),
+        asv(["machine", "--machine", machine, "--yes", "--config", str(conf)], asvrun.asv_env(mode, a.wheels),
                    asvrun.LOGS / "machine.log")
         chosen = []
 
@@ -541,6 +568,9 @@ def cmd_compare(a) -> int:
     label = "working tree" if changed else "HEAD (a copy)"
     print(f"compare on {machine}: {a.ref} ({ref[:10]}) against the {label}; nothing is written to the history\n")
     print(verdict.table(rows, a.ref, label))
+    if failed:  # a case that failed on either side is no verdict: the table lacks it
+        print(f"\ncompare: {len(failed)} failed cases, not in the table: {', '.join(failed[:10])}")
+        return 3
     return 1 if any(r.regressed for r in rows) else 0
 
 
@@ -591,7 +621,8 @@ def parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="benchmark commits into the history")
     r.add_argument("revs", nargs="*", help="commits, ranges A..B, or NEW (default HEAD; NEW skips the commits "
-                   "that change only results/ and provenance/)")
+                   "that change only results/ and provenance/, and resumes the newest one with results "
+                   "where a family is missing)")
     r.add_argument("--force", action="store_true", help="measure again what an earlier run finished")
     r.add_argument("--quiet", action="store_true", help="no summary table at the end")
     sub.add_parser("publish", help="build the HTML site")

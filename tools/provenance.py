@@ -246,7 +246,9 @@ def record(folder: pathlib.Path, machine: str, commit: str, mode: str, start: di
     rec.update(extra or {})
     path = folder / f"{_stem(commit, started_at)}.json"
     folder.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(rec, indent=1, sort_keys=True) + "\n")
+    tmp = path.with_name(path.name + ".tmp")  # an interrupted write leaves no half record
+    tmp.write_text(json.dumps(rec, indent=1, sort_keys=True) + "\n")
+    tmp.replace(path)
     return path
 
 

@@ -134,11 +134,13 @@ def current_benchmarks(results_dir: pathlib.Path) -> dict | None:
         return None
     try:
         data = json.loads(path.read_text())
+        why = None if isinstance(data, dict) else "not a JSON object"
     except (OSError, ValueError, UnicodeDecodeError) as e:
-        print(f"warning: {path} is unreadable ({type(e).__name__}); a run of the suite writes it again",
-              file=sys.stderr)
+        why = type(e).__name__
+    if why:
+        print(f"warning: {path} is unreadable ({why}); a run of the suite writes it again", file=sys.stderr)
         return None
-    return data if isinstance(data, dict) else None
+    return data
 
 
 def fmt(v, digits=3) -> str:

@@ -102,3 +102,20 @@ def test_a_later_run_replaces_values_one_by_one():
     finally:
         report.rows = orig
     assert (row.us, row.gbps, row.ratio, row.peers) == (2.0, 10.0, 1.4, {"eager": 3.0, "compiled": 1.1})
+
+
+def test_an_unreadable_benchmarks_json_gives_the_table_with_a_warning(tmp_path):
+    # It warned, then crashed on the host ratio's lookup (TypeError) instead of printing the table.
+    import shutil
+
+    results = tmp_path / "results"
+    (results / "nvidia-h200").mkdir(parents=True)
+    for path in (ROOT / "results" / "nvidia-h200").glob("d388f72e-*.json"):
+        shutil.copy(path, results / "nvidia-h200")
+    shutil.copy(ROOT / "results" / "nvidia-h200" / "machine.json", results / "nvidia-h200")
+    for text in ("[]", (ROOT / "results" / "benchmarks.json").read_text()[:3000]):
+        (results / "benchmarks.json").write_text(text)
+        out = table("d388f72", "--results", str(results))
+        assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
+        assert "benchmarks.json is unreadable" in out.stderr
+        assert "### inference\n" in out.stdout and "### host time per synchronized decode call" in out.stdout
