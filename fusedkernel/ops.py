@@ -45,9 +45,19 @@ def _forward(x: Tensor, residual: Tensor, weight: Tensor, eps: float, res_mode: 
     return y, (None if res_mode == "inplace" else res), rstd
 
 
+def _check_device(x: Tensor) -> None:
+    if not (x.is_cuda or (INTERPRET and x.device.type == "cpu")):
+        raise ValueError(f"x must be a CUDA tensor, got device {x.device} "
+                         "(CPU tensors run only under TRITON_INTERPRET=1)")
+
+
+# The custom ops check their arguments again: torch.ops.fusedkernel.* can be called without add_rmsnorm, and
+# the kernel would read past a short weight. The eager decode path (add_rmsnorm's own) checks once.
 @torch.library.custom_op("fusedkernel::add_rmsnorm_fwd", mutates_args=())
 def _fwd_op(x: Tensor, residual: Tensor, weight: Tensor, eps: float,
             return_residual: bool) -> tuple[Tensor, Tensor, Tensor]:
+    eps = check_inputs(x, residual, weight, eps)
+    _check_device(x)
     y, res, rstd = _forward(x, residual, weight, eps, "new" if return_residual else None, True)
     return y, (res if return_residual else x.new_empty(0)), rstd
 
@@ -62,6 +72,8 @@ def _(x, residual, weight, eps, return_residual):
 
 @torch.library.custom_op("fusedkernel::add_rmsnorm_inplace", mutates_args=("residual",))
 def _fwd_inplace_op(x: Tensor, residual: Tensor, weight: Tensor, eps: float) -> Tensor:
+    eps = check_inputs(x, residual, weight, eps)
+    _check_device(x)
     return _forward(x, residual, weight, eps, "inplace", False)[0]
 
 
@@ -166,9 +178,7 @@ def add_rmsnorm(x: Tensor, residual: Tensor, weight: Tensor, eps: float = 1e-6, 
                         f"{_type_name(return_residual)} and {_type_name(inplace_residual)}")
     if return_residual and inplace_residual:
         raise ValueError("return_residual and inplace_residual are exclusive: pick one")
-    if not (x.is_cuda or (INTERPRET and x.device.type == "cpu")):
-        raise ValueError(f"x must be a CUDA tensor, got device {x.device} "
-                         "(CPU tensors run only under TRITON_INTERPRET=1)")
+    _check_device(x)
     # A forward-AD dual tensor looks like a plain one to the kernel: its
     # tangent would be dropped without a word (the level is -1 outside
     # forward_ad.dual_level(), so calls outside it check one int).

@@ -393,5 +393,23 @@ def test_dweight_share_sum_refuses_what_it_cannot_sum(device):
                 torch.ones(3, 5, dtype=torch.float16, device=device)):
         with pytest.raises(ValueError, match="dw_part must be a contiguous float32"):
             sum_shares(bad, torch.float32)
-    with pytest.raises(ValueError, match="n_parts must be >= 1"):
+    with pytest.raises(ValueError, match="n_parts must be an int >= 1"):
         dw_sum_config(0)
+
+
+@pytest.mark.parametrize("op", ["add_rmsnorm_fwd", "add_rmsnorm_inplace"])
+@pytest.mark.parametrize("change, error, match", [
+    # The helper's case: a weight of 4 for rows of 8 read past its end, no error.
+    (dict(weight=lambda t: t["weight"][:4].clone()), ValueError, r"weight must have shape \(8,\)"),
+    (dict(residual=lambda t: t["residual"][:, :6].clone()), ValueError, "residual must have x's shape"),
+    (dict(x=lambda t: t["x"].int()), TypeError, "x must be float32, float16 or bfloat16"),
+    (dict(eps=lambda t: -1.0), ValueError, "eps")])
+def test_forward_ops_refuse_mismatched_arguments(op, change, error, match, device):
+    # torch.ops.fusedkernel.* can be called without add_rmsnorm: they check as it does.
+    t = {"x": rand((4, 8), torch.float32, device), "residual": rand((4, 8), torch.float32, device, seed=1),
+         "weight": rand((8,), torch.float32, device, seed=2), "eps": 1e-6}
+    extra = (False,) if op == "add_rmsnorm_fwd" else ()
+    getattr(torch.ops.fusedkernel, op)(*t.values(), *extra)  # the good call works
+    t.update({k: f(t) for k, f in change.items()})
+    with pytest.raises(error, match=match):
+        getattr(torch.ops.fusedkernel, op)(*t.values(), *extra)

@@ -347,3 +347,7 @@ def keep_earlier_values(path: pathlib.Path, before: dict | None) -> int:
         tmp.write_text(json.dumps(after, indent=None, sort_keys=True))
         tmp.replace(path)
     return restored
+
+
+if __name__ == "__main__":
+    raise SystemExit("tools/asvrun.py is a module of the tracker's command line: python tools/bench.py --help")

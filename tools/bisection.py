@@ -82,3 +82,7 @@ def bisect(commits: list[str], measure, remeasure, factor: float, entry: str, ec
 
 def _fmt(v) -> str:
     return "failed" if v is None else f"{v:.4g}"
+
+
+if __name__ == "__main__":
+    raise SystemExit("tools/bisection.py is a module of the tracker's command line: python tools/bench.py --help")

@@ -409,3 +409,7 @@ def render(prov_dir: pathlib.Path, out: pathlib.Path, nav: str = NAV) -> int:
 read at the start and end. A run's row links as <code>provenance.html#&lt;record file name&gt;</code>.</p>
 {sections}""")
     return sum(len(rows) for rows in machines.values())
+
+
+if __name__ == "__main__":
+    raise SystemExit("tools/provenance.py is a module of the tracker's command line: python tools/bench.py --help")

@@ -241,3 +241,7 @@ def publish() -> int:
           f"({len(regressed)} flagged), provenance.html ({n} runs)")
     print(f"browse it with: {sys.executable} -m http.server -d {site} 8080  (then open http://localhost:8080/now.html)")
     return rc
+
+
+if __name__ == "__main__":
+    raise SystemExit("tools/publish.py is a module of the tracker's command line: python tools/bench.py --help")

@@ -174,3 +174,7 @@ def run_summary(results_dir: pathlib.Path, machine: str, commit: str) -> str:
                      f"{fmt(fr[0].fraction)} / {fmt(statistics.median(r.fraction for r in fr))} / "
                      f"{fmt(fr[-1].fraction)} | {fr[0].case} |")
     return "\n".join(lines) if len(lines) > 4 else f"(no results of {commit[:10]} on {machine} to summarize)"
+
+
+if __name__ == "__main__":
+    raise SystemExit("tools/report.py is a module of the tracker's command line: python tools/bench.py --help")

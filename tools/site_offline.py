@@ -68,3 +68,7 @@ def make_offline(html_dir: pathlib.Path) -> list[str]:
     html = TAG.sub(localize, index.read_text())
     index.write_text(html)
     return sorted({a for tag in TAG.findall(html) for a in ADDRESS.findall(tag) if re.match(r"https?://", a)})
+
+
+if __name__ == "__main__":
+    raise SystemExit("tools/site_offline.py is a module of the tracker's command line: python tools/bench.py --help")

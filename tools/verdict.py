@@ -171,3 +171,7 @@ def table(rows: list[Comparison], before: str = "before", after: str = "after") 
                  "gate threshold) counts only when significant: asv's Mann-Whitney test on the samples, "
                  f"p < {P_THRESHOLD} (with too few samples, 99% confidence intervals that do not overlap).")
     return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    raise SystemExit("tools/verdict.py is a module of the tracker's command line: python tools/bench.py --help")

@@ -367,9 +367,15 @@ FALLBACK = HOPPER
 
 
 def settings_for(capability: tuple[int, int] | None) -> Settings:
-    """The settings of a GPU of compute ``capability`` (major, minor); FALLBACK for unknown ones and None."""
-    key = ARCH_OF_MAJOR.get(capability[0]) if capability else None
-    return SETTINGS.get(key, FALLBACK)
+    """The settings of a GPU of compute ``capability`` (major, minor); FALLBACK for unknown ones and None.
+
+    ValueError for anything else (torch.cuda.get_device_capability gives the pair).
+    """
+    if capability is None:
+        return FALLBACK
+    if type(capability) is not tuple or len(capability) != 2 or any(type(v) is not int for v in capability):
+        raise ValueError(f"capability must be None or a (major, minor) tuple of ints, got {capability!r}")
+    return SETTINGS.get(ARCH_OF_MAJOR.get(capability[0]), FALLBACK)
 
 
 def _check_settings_arg(settings: object) -> None:
@@ -407,9 +413,12 @@ def forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Sett
         raise ValueError(f"{name} must be a bool, got {value!r}")
     # The choice depends on the row count only through its class: cached on
     # that, every prefill length after the first hits the cache.
-    return _forward_config(n_cols, elem_bytes, max_splits, settings,
-                           _row_class(n_rows, n_cols, elem_bytes, max_splits, settings, stores_residual, fp16),
-                           stores_residual, fp16)
+    rows = _row_class(n_rows, n_cols, elem_bytes, max_splits, settings, stores_residual, fp16)
+    try:
+        return _forward_config(n_cols, elem_bytes, max_splits, settings, rows, stores_residual, fp16)
+    except TypeError:  # an unhashable argument: the cache refuses it before the checks can name it
+        _check_table_args(n_cols, elem_bytes, max_splits)
+        raise
 
 
 def _row_class(n_rows: int | None, n_cols: int, elem_bytes: int, max_splits: int, settings: Settings,
@@ -697,8 +706,11 @@ def row_pieces(n_cols: int) -> tuple[int, int]:
 
     Two pieces (the largest power of two in the row, then the rest padded to
     a power of two) where the rest pads to at most half the first piece: a
-    single tile would leave a quarter or more of its lanes masked.
+    single tile would leave a quarter or more of its lanes masked. ValueError
+    for anything but an int >= 1.
     """
+    if type(n_cols) is not int or n_cols < 1:
+        raise ValueError(f"n_cols must be an int >= 1, got {n_cols!r}")
     first = 1 << (n_cols.bit_length() - 1)
     rest = n_cols - first
     if rest == 0:
@@ -713,7 +725,6 @@ def _wider_split(cfg: BackwardConfig) -> BackwardConfig:
                                programs_per_sm=max(1, cfg.programs_per_sm // 2))
 
 
-@functools.lru_cache(maxsize=1024, typed=True)
 def backward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Settings = HOPPER) -> BackwardConfig:
     """Backward launch settings for rows of ``n_cols`` elements (n_cols >= 1) of ``elem_bytes`` bytes (2 or 4).
 
@@ -721,6 +732,16 @@ def backward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
     which therefore never takes the split path. ValueError for any other
     arguments.
     """
+    try:
+        return _backward_config(n_cols, elem_bytes, max_splits, settings)
+    except TypeError:  # an unhashable argument: the cache refuses it before the checks can name it
+        _check_table_args(n_cols, elem_bytes, max_splits)
+        _check_settings_arg(settings)
+        raise
+
+
+@functools.lru_cache(maxsize=1024, typed=True)
+def _backward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Settings) -> BackwardConfig:
     _check_table_args(n_cols, elem_bytes, max_splits)
     _check_settings_arg(settings)
     b = settings.backward
@@ -814,8 +835,8 @@ def backward_neighbours(n_cols: int, elem_bytes: int, max_splits: int,
 
 def dw_sum_config(n_parts: int, settings: Settings = HOPPER) -> tuple[int, int]:
     """(shares per step, columns per program) for summing ``n_parts`` >= 1 dweight shares; else ValueError."""
-    if n_parts < 1:
-        raise ValueError(f"n_parts must be >= 1, got {n_parts}")
+    if type(n_parts) is not int or n_parts < 1:
+        raise ValueError(f"n_parts must be an int >= 1, got {n_parts!r}")
     b = settings.backward
     block_p = min(b.dw_sum_max_p, 1 << (n_parts - 1).bit_length())
     return block_p, max(b.dw_sum_min_cols, b.dw_sum_tile_elems // block_p)

@@ -189,6 +189,22 @@ def test_settings_are_frozen_data_keyed_by_architecture():
     assert settings_for((8, 0)) is FALLBACK and settings_for((10, 0)) is FALLBACK and settings_for(None) is FALLBACK
 
 
+@pytest.mark.parametrize("call, match", [
+    # Each raised an error naming nothing (TypeError: not subscriptable, unhashable type, KeyError), a shift
+    # count or an AttributeError, or returned something: "hopper" and (8,) took the fallback, -1 gave (1, 0).
+    (lambda: settings_for(9), "capability must be None or a"), (lambda: settings_for("hopper"), "capability"),
+    (lambda: settings_for({9: 0}), "capability"), (lambda: settings_for((9,)), "capability"),
+    (lambda: settings_for((9.0, 0)), "capability"),
+    (lambda: forward_config([8], 2, 1), "n_cols must be an int >= 1"),
+    (lambda: backward_config([8], 2, 1), "n_cols must be an int >= 1"),
+    (lambda: backward_config(8, 2, [1]), "max_splits must be an int >= 1"),
+    (lambda: row_pieces(0), "n_cols must be an int >= 1"), (lambda: row_pieces(-1), "n_cols"),
+    (lambda: row_pieces(3.0), "n_cols"), (lambda: dw_sum_config(1.5), "n_parts must be an int >= 1")])
+def test_the_rules_refuse_bad_arguments_by_name(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
 def test_a_settings_instance_changes_the_rule():
     wider = dataclasses.replace(HOPPER, forward=dataclasses.replace(F, max_tile_bytes=2 * F.max_tile_bytes))
     n = F.max_tile_bytes  # 2-byte rows of this width are split by Hopper's rule, whole by the wider one

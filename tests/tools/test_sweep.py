@@ -54,12 +54,40 @@ def test_tune_backward_refuses_bad_options_before_measuring():
     import subprocess
 
     script = pathlib.Path(__file__).resolve().parents[2] / "tools" / "kernel" / "tune_backward.py"
-    for args, message in ((["--rows", "0"], "--rows: a positive row count, got 0"),
+    for args, message in ((["--rows", "0"], "--rows: a positive count, got 0"),
+                          (["--mib", "0"], "--mib: a positive count, got 0"),  # it was taken as 128 rows
+                          (["--widths", "0"], "--widths takes positive integers"),  # ZeroDivisionError
+                          (["--dtypes", "fp64"], "--dtypes: ['fp64'] not among bf16, fp16, fp32"),
                           (["--around-rule", "--paths", "rows"], "--around-rule sweeps the rule's own path"),
                           (["--mib", "64", "--rows", "8192"], "give --mib or --rows, not both"),
                           (["--paths", "rows,bogus"], "--paths: ['bogus'] not among")):
         out = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True)
         assert out.returncode == 2 and message in out.stderr, (args, out.stderr[-500:])
+
+
+def test_tune_forward_refuses_bad_options_before_measuring():
+    # Each gave a traceback (int(), KeyError), or a run of "error" rows that exited 0 (--tokens 0).
+    import subprocess
+
+    script = pathlib.Path(__file__).resolve().parents[2] / "tools" / "kernel" / "tune_forward.py"
+    for args, message in ((["--widths", "0"], "--widths takes positive integers"),
+                          (["--widths", "64,"], "--widths: invalid literal"),
+                          (["--widths", "abc"], "--widths: invalid literal"),
+                          (["--tokens", "0"], "--tokens takes positive integers"),
+                          (["--dtypes", "fp64"], "--dtypes: ['fp64'] not among bf16, fp16, fp32")):
+        out = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True)
+        assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr, (args, out.stderr)
+
+
+def test_tune_backward_checks_its_candidates_in_the_interpreter():
+    # It allocated on "cuda" whatever the mode: the command could not be checked without a GPU.
+    import os
+    import subprocess
+
+    script = pathlib.Path(__file__).resolve().parents[2] / "tools" / "kernel" / "tune_backward.py"
+    run = subprocess.run([sys.executable, str(script), "--dtypes", "fp32", "--widths", "64", "--rows", "2",
+                          "--paths", "rows"], capture_output=True, text=True, env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert run.returncode == 0 and "| error: " not in run.stdout and "BEST fp32" in run.stdout, run.stderr[-800:]
 
 
 def test_tune_forward_checks_every_candidate_of_each_op(tmp_path):
@@ -100,3 +128,19 @@ def test_a_wrong_candidate_leaves_the_next_ones_their_residual(monkeypatch, caps
     runpy.run_path(str(pathlib.Path(_sweep.__file__).with_name("tune_forward.py")), run_name="__main__")
     out = capsys.readouterr().out
     assert out.count("error: ValueError: wrong x + residual") == 1 and out.count("| error: ") == 1, out
+
+
+def test_host_overhead_shows_its_help_and_needs_a_gpu():
+    # --help ran the benchmark and died on CUDA's AssertionError.
+    import os
+    import subprocess
+
+    import torch
+
+    script = pathlib.Path(__file__).resolve().parents[2] / "tools" / "kernel" / "host_overhead.py"
+    out = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True)
+    assert out.returncode == 0 and "Host time per call at decode shapes" in out.stdout, out.stderr[-500:]
+    if not torch.cuda.is_available():
+        out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                             env={**os.environ, "TRITON_INTERPRET": "1"})
+        assert out.returncode == 1 and "no GPU here" in out.stderr and "Traceback" not in out.stderr

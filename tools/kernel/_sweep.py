@@ -66,6 +66,26 @@ def names(text: str, what: str) -> list[str]:
     return out
 
 
+def counts(text: str, option: str) -> list[int]:
+    """The positive integers of a comma-separated ``option``; ValueError naming it otherwise."""
+    entries = names(text, option)  # ValueError naming the option for an entry given twice
+    try:
+        out = [int(v) for v in entries]
+    except ValueError as e:
+        raise ValueError(f"{option}: {e}") from None
+    if min(out) < 1:
+        raise ValueError(f"{option} takes positive integers, got {text!r}")
+    return out
+
+
+def dtype_names(text: str) -> list[str]:
+    """The ``--dtypes`` entries, each a key of :data:`DTYPES`; ValueError naming the others."""
+    out = names(text, "--dtypes")
+    if set(out) - set(DTYPES):
+        raise ValueError(f"--dtypes: {sorted(set(out) - set(DTYPES))} not among {', '.join(DTYPES)}")
+    return out
+
+
 def json_path(text: str) -> str:
     """argparse type of a ``--json`` FILE: checked before anything is measured."""
     path = pathlib.Path(text)

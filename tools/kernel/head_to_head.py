@@ -40,7 +40,7 @@ import sys
 import torch
 import triton
 
-from _sweep import json_path, names, write_json  # also puts the repository on sys.path
+from _sweep import counts, dtype_names, json_path, names, write_json  # also puts the repository on sys.path
 from benchmarks._measure import INTERPRET, interleaved_rounds, warm_up  # noqa: E402
 from fusedkernel.kernels import launch  # noqa: E402
 from fusedkernel.kernels.config import ForwardConfig, settings_for  # noqa: E402
@@ -78,18 +78,6 @@ def labels(text: str) -> list[str]:
                 setting(label, 4096)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e))
-    return out
-
-
-def counts(text: str, option: str) -> list[int]:
-    """The positive integers of a comma-separated ``option``; ValueError naming it otherwise."""
-    entries = names(text, option)  # ValueError naming the option for an entry given twice
-    try:
-        out = [int(v) for v in entries]
-    except ValueError as e:
-        raise ValueError(f"{option}: {e}") from None
-    if min(out) < 1:
-        raise ValueError(f"{option} takes positive integers, got {text!r}")
     return out
 
 
@@ -156,9 +144,7 @@ def main(argv=None) -> int:
     if not INTERPRET and not torch.cuda.is_available():
         ap.error("no GPU here: run it on one, or set TRITON_INTERPRET=1 to check the command in Triton's interpreter")
     try:
-        dtypes = names(a.dtypes, "--dtypes")
-        if set(dtypes) - {"bf16", "fp16", "fp32"}:
-            raise ValueError(f"--dtypes: {sorted(set(dtypes) - {'bf16', 'fp16', 'fp32'})} not among bf16, fp16, fp32")
+        dtypes = dtype_names(a.dtypes)
         widths, tokens = counts(a.widths, "--widths"), counts(a.tokens, "--tokens")
         if a.rounds < 1:
             raise ValueError(f"--rounds takes a positive integer, got {a.rounds}")

@@ -9,6 +9,7 @@ path taken apart, step by step (no synchronize; the kernel is shorter than its
 launch, so the GPU never backs the host up).
 """
 
+import argparse
 import pathlib
 import statistics
 import sys
@@ -81,6 +82,9 @@ def breakdown(x, r, w, y):
 
 
 def main():
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
+    if not torch.cuda.is_available():
+        raise SystemExit("host_overhead.py: no GPU here; host time is a CUDA launch's, measured on one")
     print("| shape | dtype | impl | host µs/call (no sync) | µs/call (sync each) | ratio to torch.add (no sync) |")
     print("|---|---|---|---|---|---|")
     for rows, n in [(1, 4096), (32, 4096)]:

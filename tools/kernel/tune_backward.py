@@ -19,7 +19,8 @@ import itertools
 
 import torch
 
-from _sweep import DTYPES, header, json_path, names, rows_for, sweep, write_json
+from _sweep import DTYPES, counts, dtype_names, header, json_path, names, rows_for, sweep, write_json
+from benchmarks._measure import DEVICE
 from fusedkernel.kernels import launch
 from fusedkernel.kernels.config import backward_candidates, backward_neighbours
 
@@ -47,6 +48,7 @@ def main() -> None:
     a = ap.parse_args()
     try:
         paths = names(a.paths or ",".join(PATHS), "--paths")
+        dtypes, widths = dtype_names(a.dtypes), counts(a.widths, "--widths")
     except ValueError as e:
         ap.error(str(e))
     if not set(paths) <= set(PATHS):
@@ -55,14 +57,15 @@ def main() -> None:
         ap.error("--around-rule sweeps the rule's own path: leave out --paths")
     if a.rows is not None and a.mib is not None:
         ap.error("give --mib or --rows, not both")
-    if a.rows is not None and a.rows < 1:
-        ap.error(f"--rows: a positive row count, got {a.rows}")
+    for option, value in (("--rows", a.rows), ("--mib", a.mib)):
+        if value is not None and value < 1:
+            ap.error(f"{option}: a positive count, got {value}")
     header()
     rows_out = []
-    for dname, n in itertools.product(a.dtypes.split(","), map(int, a.widths.split(","))):
+    for dname, n in itertools.product(dtypes, widths):
         rows = a.rows or rows_for(n, a.mib or 64)
-        x, r, dy = (torch.randn(rows, n, device="cuda", dtype=DTYPES[dname]) for _ in range(3))
-        w = torch.randn(n, device="cuda", dtype=DTYPES[dname])
+        x, r, dy = (torch.randn(rows, n, device=DEVICE, dtype=DTYPES[dname]) for _ in range(3))
+        w = torch.randn(n, device=DEVICE, dtype=DTYPES[dname])
         t = x.float() + r.float()
         rstd = torch.rsqrt(t.pow(2).mean(-1) + 1e-6)
         del t

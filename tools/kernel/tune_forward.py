@@ -20,7 +20,7 @@ import itertools
 import torch
 import torch.nn.functional as F
 
-from _sweep import DTYPES, header, json_path, sweep, write_json
+from _sweep import DTYPES, counts, dtype_names, header, json_path, sweep, write_json
 from benchmarks._measure import DEVICE, TIMERS, method
 from fusedkernel.kernels import launch
 from fusedkernel.kernels.config import forward_candidates
@@ -93,10 +93,13 @@ def main() -> None:
     ap.add_argument("--tokens", default="8192")
     ap.add_argument("--json", type=json_path, help="write every measured candidate to this file as well")
     a = ap.parse_args()
+    try:
+        dtypes, widths, tokens = dtype_names(a.dtypes), counts(a.widths, "--widths"), counts(a.tokens, "--tokens")
+    except ValueError as e:
+        ap.error(str(e))
     header()
     rows_out = []
-    for dname, n, tokens in itertools.product(a.dtypes.split(","), map(int, a.widths.split(",")),
-                                              map(int, a.tokens.split(","))):
+    for dname, n, tokens in itertools.product(dtypes, widths, tokens):
         case = Case(a.op, dname, n, tokens)
         rows_out += sweep(case.label, case.candidates(), case.run, case.check, case.floor, case.timer())
         del case
