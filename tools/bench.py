@@ -364,7 +364,7 @@ def cmd_run(a) -> int:
     failed = {}
     with asvrun.config(mode) as conf:
         asv(["machine", "--machine", machine, "--yes", "--config", str(conf)], asvrun.asv_env(mode, a.wheels),
-                   asvrun.LOGS / "machine.log")
+            asvrun.LOGS / "machine.log")
         for i, commit in enumerate(commits, 1):
             print(f"== {commit[:10]} ({i}/{len(commits)}) on {machine}", flush=True)
             cases = measure(commit, mode, machine, conf, a.wheels, a.bench or [], asvrun.results_dir(mode),
@@ -395,7 +395,7 @@ def measure_pair(mode, machine, wheels, regexes, base, head, tmp: pathlib.Path, 
     failed = []
     with asvrun.config(mode, results=tmp) as conf:
         asv(["machine", "--machine", machine, "--yes", "--config", str(conf)], asvrun.asv_env(mode, wheels),
-                   asvrun.LOGS / "machine.log")
+            asvrun.LOGS / "machine.log")
         for k in range(rounds):
             for commit in (base, head):
                 print(f"== {commit[:10]} (round {k + 1}/{rounds})", flush=True)
@@ -484,7 +484,7 @@ def cmd_bisect(a) -> int:
     with tempfile.TemporaryDirectory(prefix="fk-bisect-") as tmp, asvrun.config(mode, pathlib.Path(tmp)) as conf:
         tmp = pathlib.Path(tmp)
         asv(["machine", "--machine", machine, "--yes", "--config", str(conf)], asvrun.asv_env(mode, a.wheels),
-                   asvrun.LOGS / "machine.log")
+            asvrun.LOGS / "machine.log")
         chosen = []
 
         def values(commit):
