@@ -163,6 +163,29 @@ def test_row_overlap_matches_brute_force(n, rows_a, rows_b, stride, pa, pb):
     assert _rows_overlap(a, b) == bool(elements[0] & elements[1])
 
 
+@settings(max_examples=400, deadline=None)
+@given(rows=st.integers(1, 4), n=st.integers(1, 6), ox=st.integers(0, 30), orr=st.integers(0, 30),
+       ow=st.integers(0, 30), x_stride=st.integers(0, 3), r_stride=st.integers(0, 3))
+def test_check_inplace_refuses_exactly_the_overlaps(rows, n, ox, orr, ow, x_stride, r_stride):
+    # Views of one buffer at any offsets, contiguous (a stride of 0 extra: the one-comparison path) or not:
+    # refused where residual shares an element with the weight, or with x not being the very same elements
+    # (brute force over element addresses); exactly there where x and residual have one row stride (with
+    # two, _rows_overlap may refuse rows whose address ranges meet without sharing an element).
+    buf = torch.zeros(128)
+    x, r = (buf.as_strided((rows, n), (n + s, 1), o) for o, s in ((ox, x_stride), (orr, r_stride)))
+    w = buf.as_strided((n,), (1,), ow)
+    elements = [{o + i * (n + s) + j for i in range(k) for j in range(n)}
+                for o, s, k in ((ox, x_stride, rows), (orr, r_stride, rows), (ow, 0, 1))]
+    same = ox == orr and (x_stride == r_stride or rows == 1)  # the very same elements
+    refused = (bool(elements[0] & elements[1]) and not same) or bool(elements[2] & elements[1])
+    try:
+        _validation.check_inplace(x, r, w)
+    except ValueError:
+        assert refused or (x_stride != r_stride and rows > 1), (x.stride(), r.stride(), ox, orr, ow)
+    else:
+        assert not refused, (x.stride(), r.stride(), ox, orr, ow)
+
+
 def test_float32_x_names_one_weight_dtype(device):
     # x float32: weight must be float32 (the message offered float32 twice).
     x = torch.ones(2, 8, device=device)
