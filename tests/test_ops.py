@@ -227,7 +227,7 @@ def test_decode_rows_split_or_not_by_the_row_count_at_one_width(dtype, n, row_co
     # SMs; 64 rows are whole. fp32 takes 4 warps and 4 KiB pieces at 1 row, 2 warps at 16. The launch
     # caches a compiled kernel per choice: alternating row counts must not share one.
     from fusedkernel.kernels import launch
-    from fusedkernel.kernels.config import forward_config
+    from fusedkernel.kernels.forward_rule import forward_config
     from fusedkernel.kernels.launch import _sm_count
 
     sms = _sm_count(torch.cuda.current_device())
@@ -251,7 +251,8 @@ def test_decode_rows_split_or_not_by_the_row_count_at_one_width(dtype, n, row_co
 def test_rows_too_wide_to_split_over_the_sms_loop_on_gpu(dtype):
     # One program per SM per row at most: a row group that could not be
     # resident at once would wait forever. One column more takes the looped path.
-    from fusedkernel.kernels.config import HOPPER, forward_config
+    from fusedkernel.kernels.config import HOPPER
+    from fusedkernel.kernels.forward_rule import forward_config
     from fusedkernel.kernels.launch import _sm_count
 
     n = _sm_count(torch.cuda.current_device()) * HOPPER.forward.split.block_n + 1
@@ -326,7 +327,8 @@ def test_the_tables_persistent_grid_walks_a_few_rows_per_sm(dtype, n, device):
     # 32 KiB whole-row tiles, 2-8 rows per SM (one SM in the interpreter): the
     # table takes the persistent path, and the inference call's bits are the rows
     # path's with the same tile and warps (other warps sum in another order on a GPU).
-    from fusedkernel.kernels.config import ForwardConfig, forward_config
+    from fusedkernel.kernels.config import ForwardConfig
+    from fusedkernel.kernels.forward_rule import forward_config
     from fusedkernel.kernels.launch import _max_splits, _settings
 
     index = -1 if device == "cpu" else torch.cuda.current_device()
@@ -353,7 +355,7 @@ def test_band_rows_take_half_the_warps_only_past_a_wave_of_the_rules(dtype, n, f
     # 8 at 4; fp32's 8 warps fit 8 (tools/kernel/registers.py).
     import dataclasses
 
-    from fusedkernel.kernels.config import forward_config
+    from fusedkernel.kernels.forward_rule import forward_config
     from fusedkernel.kernels.launch import _max_splits, _settings, table_config
 
     index = -1 if device == "cpu" else torch.cuda.current_device()
@@ -463,7 +465,8 @@ def test_launch_settings_of_the_other_pass_are_refused(device):
     ((4096, 2, 0), "max_splits must be an int >= 1, got 0"),
 ])
 def test_launch_tables_refuse_bad_arguments(args, match):
-    from fusedkernel.kernels.config import backward_config, forward_config
+    from fusedkernel.kernels.backward_rule import backward_config
+    from fusedkernel.kernels.forward_rule import forward_config
 
     for table in (forward_config, backward_config):
         with pytest.raises(ValueError, match=match):

@@ -327,7 +327,7 @@ def test_fp32_tiles_over_24_kib_split_on_gpu(rows, n):
 def check_table_backward_on_gpu(dtype, rows, n, path, runs):
     """The table's backward for (rows, n) takes ``path`` on this GPU and matches float64 for each
     (seed, with dres) of ``runs``, one launch each (so buffers are reused across launches)."""
-    from fusedkernel.kernels.config import backward_config
+    from fusedkernel.kernels.backward_rule import backward_config
 
     assert backward_config(n, dtype.itemsize, torch.cuda.get_device_properties(0).multi_processor_count).path == path
     for seed, with_dres in runs:
@@ -386,7 +386,7 @@ def test_forward_mode_ad_is_refused(dual, device):
 
 
 def test_dweight_share_sum_refuses_what_it_cannot_sum(device):
-    from fusedkernel.kernels.config import dw_sum_config
+    from fusedkernel.kernels.backward_rule import dw_sum_config
 
     for bad in (torch.ones(5, 4, device=device).t(), torch.ones(4, 10, device=device)[:, :5],
                 torch.ones(5, device=device), torch.ones(0, 5, device=device),

@@ -95,7 +95,8 @@ def experiment_cases(interpret: bool) -> dict[str, str]:
 def chain_keys(case: str, max_splits: int, settings) -> list[int]:
     """The tile widths (``BLOCK_N``) that ``case``'s forward and backward launches compile (the chains' keys)."""
     from benchmarks._cases import DTYPES, parse
-    from fusedkernel.kernels.config import backward_config, forward_config
+    from fusedkernel.kernels.backward_rule import backward_config
+    from fusedkernel.kernels.forward_rule import forward_config
 
     dtype, tokens, hidden = parse(case)
     size = DTYPES[dtype].itemsize

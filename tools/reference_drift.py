@@ -142,7 +142,7 @@ def _measure_case(case: str, repeats: int) -> list[dict]:
     from benchmarks._measure import DEVICE, INTERPRET, TIMERS, interleaved_rounds, method, warm_up
     from fusedkernel import add_rmsnorm
     from fusedkernel.kernels import forward, launch
-    from fusedkernel.kernels.config import forward_config
+    from fusedkernel.kernels.forward_rule import forward_config
 
     kernel, pinned = _kernel()
     clone = triton.jit(do_not_specialize=["n_rows", "epoch"])(forward._rows_kernel.fn)

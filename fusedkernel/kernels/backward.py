@@ -8,7 +8,7 @@ With t_hat = t * rstd and g = dy * w (all fp32, per row of N):
 
 t is recomputed from x and residual in fp32 (the exact sum the forward
 normalized); rstd is the forward's fp32 rstd. Three paths (chosen in
-config.py):
+backward_rule.py):
 
 * rows: persistent programs each hold whole rows (one power-of-two tile,
   or two pieces where one tile would leave many lanes masked), walk row blocks pid,

@@ -10,8 +10,9 @@ import torch
 import triton
 
 from .._validation import row_stride
-from .config import (BackwardConfig, ForwardConfig, Settings, backward_config, band_wave_config, dw_sum_config,
-                     forward_config, settings_for)
+from .backward_rule import backward_config, dw_sum_config
+from .config import BackwardConfig, ForwardConfig, Settings, settings_for
+from .forward_rule import band_wave_config, forward_config
 from .backward import _bwd_columns_kernel, _bwd_dot_kernel, _bwd_rows_kernel, _bwd_split_kernel, _dw_sum_kernel
 from .forward import _looped_kernel, _persistent_kernel, _rows_kernel
 
@@ -211,7 +212,7 @@ def table_config(x: torch.Tensor, r: torch.Tensor, weight: torch.Tensor, y: torc
     """The launch settings :func:`forward_rows` takes for these tensors without ``cfg``: the rule's launch.
 
     Tensors as forward_rows's; launches nothing (on a GPU it may compile the
-    kernel to read its registers: ``config.band_wave_config``).
+    kernel to read its registers: ``forward_rule.band_wave_config``).
     """
     return _forward_rows(x, r, weight, 0.0, y, res, rstd, None, False)
 

@@ -116,10 +116,10 @@ def test_bad_arguments_name_what_was_expected(args, message, capsys):
 def test_where_the_op_splits_its_rows_the_whole_row_candidates_are_left_out(monkeypatch):
     import dataclasses
 
-    from fusedkernel.kernels import config
+    from fusedkernel.kernels import forward_rule
 
-    real = config.forward_config
-    monkeypatch.setattr(config, "forward_config",
+    real = forward_rule.forward_config
+    monkeypatch.setattr(forward_rule, "forward_config",
                         lambda *a, **k: dataclasses.replace(real(*a, **k), path="looped", weight_load="after_sum"))
     (row,) = drift._measure_case("1x64", 1)
     assert set(row["ratio"]) == set(drift.REFERENCES) - {"clone", "pinned"}

@@ -19,7 +19,7 @@ import torch
 
 import fusedkernel
 from fusedkernel import _validation, ops
-from fusedkernel.kernels import config, launch
+from fusedkernel.kernels import forward_rule, launch
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
 from benchmarks._peers import implementation  # noqa: E402
@@ -50,7 +50,7 @@ def breakdown(x, r, w, y):
     # The forward's choice: no residual output, one row per program at decode.
     choice = (n, x.element_size(), launch._max_splits(0), launch._settings(0), x.numel() // n, False,
               x.dtype == torch.float16)
-    cfg = config.forward_config(*choice)
+    cfg = forward_rule.forward_config(*choice)
     grid = -(-x.numel() // n // cfg.block_m) * cfg.splits
     # res, rstd, exchange slots; n_rows, n_cols, 4 row strides; eps, epoch; the constexprs.
     tail = (None, None, None, x.numel() // n, n, n, n, n, 0, 1e-6, 0,
@@ -63,7 +63,7 @@ def breakdown(x, r, w, y):
         "torch.add(x, r, out=y)": lambda: torch.add(x, r, out=y),
         "check_inputs": lambda: _validation.check_inputs(x, r, w, 1e-6),
         "torch.empty_like(x, contiguous)": lambda: torch.empty_like(x, memory_format=torch.contiguous_format),
-        "forward_config": lambda: config.forward_config(*choice),
+        "forward_config": lambda: forward_rule.forward_config(*choice),
         "4 x data_ptr()": lambda: (x.data_ptr(), r.data_ptr(), w.data_ptr(), y.data_ptr()),
         "Triton's C launcher (pointers as ints)": lambda: run(
             grid, 1, 1, stream, function, cooperative, pdl, None, None, metadata, None, None, None, *ptrs, *tail),

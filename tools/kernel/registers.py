@@ -45,7 +45,9 @@ from triton.compiler import ASTSource  # noqa: E402
 from _sweep import names  # noqa: E402
 from fusedkernel.kernels import launch  # noqa: E402
 from fusedkernel.kernels.backward import _bwd_split_kernel  # noqa: E402
-from fusedkernel.kernels.config import HOPPER, backward_candidates, backward_config, forward_config  # noqa: E402
+from fusedkernel.kernels.backward_rule import backward_candidates, backward_config  # noqa: E402
+from fusedkernel.kernels.config import HOPPER  # noqa: E402
+from fusedkernel.kernels.forward_rule import forward_config  # noqa: E402
 from fusedkernel.kernels.forward import _persistent_kernel, _rows_kernel  # noqa: E402
 
 TARGET = GPUTarget("cuda", 90, 32)

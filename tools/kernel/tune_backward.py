@@ -3,7 +3,7 @@
     python tools/kernel/tune_backward.py [--dtypes bf16,fp32] [--widths 512,4096,...] [--mib 64 | --rows 8192]
                                          [--paths rows,split,columns | --around-rule] [--json FILE]
 
-Candidates: ``fusedkernel.kernels.config.backward_candidates`` (the rule's
+Candidates: ``fusedkernel.kernels.backward_rule.backward_candidates`` (the rule's
 choice first), or with ``--around-rule`` ``backward_neighbours``: the rule's
 tile at 1-4 rows per SM held by 256-1024 threads per SM (14 settings).
 ``backward_rows`` alone is timed against ``torch.addcmul(x, r, dy, out=dx)``:
@@ -22,7 +22,7 @@ import torch
 from _sweep import DTYPES, counts, dtype_names, header, json_path, names, rows_for, sweep, write_json
 from benchmarks._measure import DEVICE
 from fusedkernel.kernels import launch
-from fusedkernel.kernels.config import backward_candidates, backward_neighbours
+from fusedkernel.kernels.backward_rule import backward_candidates, backward_neighbours
 
 PATHS = ("rows", "split", "columns")
 WIDTHS = [512, 2048, 4096, 5120, 8192, 16384, 65536, 262144]

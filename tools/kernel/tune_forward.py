@@ -4,7 +4,7 @@
                                         [--widths 2880,5120,...]
                                         [--tokens 1,64,512,8192] [--json FILE]
 
-Candidates: ``fusedkernel.kernels.config.forward_candidates``, the rule's
+Candidates: ``fusedkernel.kernels.forward_rule.forward_candidates``, the rule's
 launch (``launch.table_config``) first. Ops and floors as the suite's (``benchmarks/_cases.py``):
 ``forward`` (floor ``torch.add``, 3 row-trips), ``inference`` (the
 residual updated in place) or ``forward+residual`` (x + residual written to
@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from _sweep import DTYPES, counts, dtype_names, header, json_path, sweep, write_json
 from benchmarks._measure import DEVICE, TIMERS, method
 from fusedkernel.kernels import launch
-from fusedkernel.kernels.config import forward_candidates
+from fusedkernel.kernels.forward_rule import forward_candidates
 
 WIDTHS = [1024, 1536, 2048, 2880, 3584, 4096, 5120, 6144, 7168, 8192, 10240, 12288, 14336, 16384, 18432, 24576,
           32768, 65536, 131072, 262144]
