@@ -179,7 +179,7 @@ def newest_with_results(machine: str, results: pathlib.Path) -> str | None:
             data = json.loads(path.read_text())
         except (ValueError, OSError):
             continue
-        if isinstance(data, dict) and isinstance(data.get("commit_hash"), str):  # JSON of another shape: skipped
+        if asvrun.is_result(data):  # JSON of another shape: skipped (measure moves it aside)
             stored.add(data["commit_hash"])
     for commit in git("rev-list", "--first-parent", "HEAD").split():
         if commit in stored:
@@ -187,13 +187,15 @@ def newest_with_results(machine: str, results: pathlib.Path) -> str | None:
     return None
 
 
-def resolve(revs: list[str], machine: str | None, results: pathlib.Path | None) -> list[str]:
-    """Full hashes to benchmark, oldest first (see the module docstring for REV; NEW looks in ``results``)."""
+def resolve(revs: list[str], machine: str | None, results: pathlib.Path | None,
+            prov: pathlib.Path | None = None) -> list[str]:
+    """Full hashes to benchmark, oldest first (see the module docstring for REV; NEW looks in ``results``
+    and in ``prov``, the machine's provenance folder)."""
     out = []
     for rev in revs or ["HEAD"]:
         if rev == "NEW":
             last = newest_with_results(machine, results)
-            if last and unfinished(results, machine, last):
+            if last and unfinished(results, machine, last, prov):
                 out.append(last)  # a run cut off there: measure resumes it
             spec = [f"{last}..HEAD"] if last else ["-1", "HEAD"]
             new = git("rev-list", "--reverse", "--first-parent", *spec).split()
@@ -205,12 +207,20 @@ def resolve(revs: list[str], machine: str | None, results: pathlib.Path | None) 
     return list(dict.fromkeys(out))
 
 
-def unfinished(results: pathlib.Path, machine: str, commit: str) -> bool:
-    """Does ``commit`` have a results file that lacks a family (a run cut off, or one of a selection)?"""
-    if not asvrun.result_files(results, machine, commit):
+def unfinished(results: pathlib.Path, machine: str, commit: str, prov: pathlib.Path | None = None) -> bool:
+    """Does ``commit`` have a results file that lacks a family (a run cut off, or one of a selection)?
+
+    Not where its newest record in ``prov`` (the machine's provenance folder) is of a run of every
+    family that ended: a family missing then failed, and NEW would measure it again at every run.
+    Results files that are no asv result are moved aside first (:func:`asvrun.readable`).
+    """
+    if not [path for path in asvrun.result_files(results, machine, commit) if asvrun.readable(path)]:
         return False
     stored = stored_names(results, machine, commit)
-    return not all(any(n.startswith(f"add_rmsnorm.{f}.") for n in stored) for f in FAMILIES)
+    if all(any(n.startswith(f"add_rmsnorm.{f}.") for n in stored) for f in FAMILIES):
+        return False
+    rec = provenance.newest(prov, commit) if prov is not None else None
+    return not (rec and rec.get("status") != "interrupted" and rec.get("selection") == [])
 
 
 def results_only(commit: str) -> bool:
@@ -238,9 +248,11 @@ def measure(commit: str, mode: str, machine: str, conf: pathlib.Path, wheels: st
     """Benchmark ``commit`` one family at a time into ``results``; return its failed cases.
 
     ``resume``: skip the families this commit already finished with the
-    same selection (after an interrupt). ``append``: add samples to the
-    stored ones (alternating re-measurements). ``prov``: write a provenance
-    record there, also when interrupted.
+    same selection (after an interrupt), as the state in ``.asv/state`` says,
+    or where it is gone (a fresh checkout: CI) the commit's newest provenance
+    record. ``append``: add samples to the stored ones (alternating
+    re-measurements). ``prov``: write a provenance record there, also when
+    interrupted.
     """
     for path in asvrun.result_files(results, machine, commit):
         asvrun.readable(path)
@@ -249,6 +261,8 @@ def measure(commit: str, mode: str, machine: str, conf: pathlib.Path, wheels: st
     state = STATE / machine / f"{commit}.json"
     history = results == asvrun.results_dir(mode)  # only runs into the history resume
     done = load_state(state) if resume and history else {}
+    if resume and history and prov is not None and not state.exists():
+        done = finished_families(provenance.newest(prov / machine, commit))
     stored = stored_names(results, machine, commit)
     started_at, start, status, run, asv_failed = provenance.now(), provenance.gpu_snapshot(), "interrupted", [], []
     log = asvrun.LOGS / f"{commit[:8]}-{started_at.replace(':', '')}.log"
@@ -277,25 +291,37 @@ def measure(commit: str, mode: str, machine: str, conf: pathlib.Path, wheels: st
                     save_state(state, done)
         status = "complete"
     finally:
-        # Failures are read before earlier values are put back: a case that fails now is
-        # reported (and recorded) as failed even where its earlier value is kept.
-        failed = asv_failed + [c for c in asvrun.failed_cases(results, machine, commit)
-                               if any(re.search(r, c) for r in run)]
-        files = asvrun.result_files(results, machine, commit)
-        if files and before:
-            asvrun.keep_earlier_values(files[0], before)
-        if status == "complete" and failed:
-            status = "failed cases"
-        if prov is not None and tried:
-            from benchmarks._measure import METHODS
+        # A signal here is raised once the record is written: a first Ctrl-C after the last family
+        # (the state then says every family finished) must not lose it.
+        with unarmed():
+            # Failures are read before earlier values are put back: a case that fails now is
+            # reported (and recorded) as failed even where its earlier value is kept.
+            failed = asv_failed + [c for c in asvrun.failed_cases(results, machine, commit)
+                                   if any(re.search(r, c) for r in run)]
+            files = asvrun.result_files(results, machine, commit)
+            if files and before:
+                asvrun.keep_earlier_values(files[0], before)
+            if status == "complete" and failed:
+                status = "failed cases"
+            if prov is not None and tried:
+                from benchmarks._measure import METHODS
 
-            provenance.record(prov / machine, machine, commit, mode, start, provenance.gpu_snapshot(), started_at,
-                              clocks.summary, status=status, extra={"failed_cases": failed, "timing_methods": METHODS,
-                                                                    "log": log.name if log.exists() else None})
-        elif prov is not None and status == "complete":
-            print(f"{commit[:8]}: every family finished in an earlier run: nothing measured, no provenance record "
-                  "(--force measures again)", flush=True)
+                provenance.record(prov / machine, machine, commit, mode, start, provenance.gpu_snapshot(), started_at,
+                                  clocks.summary, status=status,
+                                  extra={"failed_cases": failed, "timing_methods": METHODS,
+                                         "log": log.name if log.exists() else None, "selection": regexes,
+                                         "finished_families": done if history else {}})
+            elif prov is not None and status == "complete":
+                print(f"{commit[:8]}: every family finished in an earlier run: nothing measured, no provenance "
+                      "record (--force measures again)", flush=True)
     return failed
+
+
+def finished_families(rec: dict | None) -> dict:
+    """{family: regex} a provenance record says its run finished; {} for None or an older record."""
+    done = (rec or {}).get("finished_families")
+    ok = isinstance(done, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in done.items())
+    return done if ok else {}
 
 
 def load_state(path: pathlib.Path) -> dict:
@@ -344,14 +370,22 @@ def families(mode: str, regexes: list[str]) -> list[str]:
 
 
 def stored_names(results: pathlib.Path, machine: str, commit: str) -> set[str]:
-    files = asvrun.result_files(results, machine, commit)
-    return set(json.loads(files[0].read_text()).get("results", {})) if files else set()
+    """The benchmarks stored for ``commit`` in its first results file that is an asv result."""
+    for path in asvrun.result_files(results, machine, commit):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if asvrun.is_result(data):
+            return set(data["results"])
+    return set()
 
 
 def cmd_run(a) -> int:
     # Revisions before the mode (detecting it imports torch: seconds), so a bad one is refused at once; NEW needs it.
     mode, machine = detect() if "NEW" in a.revs else (None, None)
-    commits = resolve(a.revs, machine, asvrun.results_dir(mode) if mode else None)
+    commits = resolve(a.revs, machine, asvrun.results_dir(mode) if mode else None,
+                      asvrun.provenance_dir(mode) / machine if mode else None)
     if mode is None:
         mode, machine = detect()
     if a.bench and not families(mode, a.bench):

@@ -252,6 +252,16 @@ def record(folder: pathlib.Path, machine: str, commit: str, mode: str, start: di
     return path
 
 
+def newest(folder: pathlib.Path, commit: str) -> dict | None:
+    """The newest readable record of ``commit`` in ``folder`` (a machine's), or None."""
+    # File names sort by start time within a commit (:func:`_stem`); unreadable records are skipped.
+    for path in sorted(folder.glob(f"{commit[:12]}-*.json"), reverse=True):
+        rec = _load(path)
+        if rec is not None and rec["commit"] == commit:
+            return rec
+    return None
+
+
 # ---- provenance.html. Cells are built as plain text and escaped once, in _text.
 
 REQUIRED = ("machine", "commit", "started_at")  # a record without them cannot be placed on the page

@@ -146,7 +146,9 @@ def test_new_starts_after_the_newest_commit_with_results_of_the_mode(tmp_path):
     head, parent = bench.commit_of("HEAD"), bench.commit_of("HEAD~1")
     (tmp_path / "m").mkdir()
     every = {f"add_rmsnorm.{f}.track_ratio('fused', 'bf16 1x64')": None for f in bench.FAMILIES}
-    (tmp_path / "m" / f"{parent[:8]}-env.json").write_text(json.dumps({"commit_hash": parent, "results": every}))
+    cols = ["result", "params"]
+    (tmp_path / "m" / f"{parent[:8]}-env.json").write_text(json.dumps({"commit_hash": parent, "results": every,
+                                                                       "result_columns": cols}))
     (tmp_path / "m" / "garbage-env.json").write_text("{")
     assert bench.newest_with_results("m", tmp_path) == parent
     (tmp_path / "m" / "list-env.json").write_text("[]")  # JSON, but no asv result
@@ -155,9 +157,50 @@ def test_new_starts_after_the_newest_commit_with_results_of_the_mode(tmp_path):
         assert bench.resolve(["NEW"], "m", tmp_path) == [head]
     # A run cut off after some families (it said "nothing new" and never measured the rest): NEW resumes it.
     del every["add_rmsnorm.Training.track_ratio('fused', 'bf16 1x64')"]
-    (tmp_path / "m" / f"{parent[:8]}-env.json").write_text(json.dumps({"commit_hash": parent, "results": every}))
+    (tmp_path / "m" / f"{parent[:8]}-env.json").write_text(json.dumps({"commit_hash": parent, "results": every,
+                                                                       "result_columns": cols}))
     assert bench.unfinished(tmp_path, "m", parent) and not bench.unfinished(tmp_path, "m", head)
     assert bench.resolve(["NEW"], "m", tmp_path)[0] == parent
+
+
+@pytest.mark.parametrize("status, selection, resumed", [
+    ("interrupted", [], True), ("failed cases", ["Inference"], True),  # cut off; a selection's run
+    ("failed cases", [], False), ("complete", [], False),  # every family ran: a missing one failed there
+    (None, None, True)])  # no record, or one from before records named their selection
+def test_new_resumes_a_commit_only_where_its_newest_run_did_not_run_every_family(tmp_path, status, selection,
+                                                                                  resumed):
+    # A family that failed with nothing stored left the commit "unfinished": NEW measured it again at every run.
+    parent = bench.commit_of("HEAD~1")
+    every = {f"add_rmsnorm.{f}.track_ratio": [[1.0], [["'fused'"]]] for f in bench.FAMILIES[1:]}
+    (tmp_path / "r" / "m").mkdir(parents=True)
+    (tmp_path / "r" / "m" / f"{parent[:8]}-env.json").write_text(json.dumps(
+        {"commit_hash": parent, "results": every, "result_columns": ["result", "params"]}))
+    prov = tmp_path / "p" / "m"
+    if status:
+        provenance.record(prov, "m", parent, "gpu", {}, {}, "2026-12-01T00:00:00+00:00", status="interrupted",
+                          extra={"selection": []})  # an older run, cut off
+        provenance.record(prov, "m", parent, "gpu", {}, {}, "2026-12-02T00:00:00+00:00", status=status,
+                          extra={"selection": selection})
+    assert bench.unfinished(tmp_path / "r", "m", parent, prov) is resumed
+
+
+@pytest.mark.parametrize("text", ['{"commit_hash": "%s", "results": null, "result_columns": []}', "[]", "{"])
+def test_new_moves_aside_a_results_file_of_another_shape_instead_of_crashing(tmp_path, text):
+    # "results": null in the commit's file, or a corrupt one sorting first, crashed every `run NEW` (TypeError,
+    # JSONDecodeError) before measure could move it aside.
+    parent = bench.commit_of("HEAD~1")
+    (tmp_path / "m").mkdir()
+    good = {"commit_hash": parent, "result_columns": ["result", "params"],
+            "results": {"add_rmsnorm.Forward.track_ratio": [[1.0], [["'fused'"]]]}}
+    (tmp_path / "m" / f"{parent[:8]}-env.json").write_text(json.dumps(good))
+    bad = tmp_path / "m" / f"{parent[:8]}-aaa.json"  # sorts first
+    bad.write_text(text % parent if "%s" in text else text)
+    assert bench.newest_with_results("m", tmp_path) == parent
+    assert bench.unfinished(tmp_path, "m", parent)  # Forward alone
+    assert not bad.exists() and bad.with_name(bad.name + ".corrupt").exists()
+    assert bench.stored_names(tmp_path, "m", parent) == {"add_rmsnorm.Forward.track_ratio"}
+    (tmp_path / "m" / f"{parent[:8]}-env.json").write_text('{"commit_hash": "%s", "results": null}' % parent)
+    assert bench.newest_with_results("m", tmp_path) is None and bench.stored_names(tmp_path, "m", parent) == set()
 
 
 def test_asv_leaves_no_process_and_no_temporary_file(tmp_path, monkeypatch):
@@ -734,3 +777,42 @@ def test_a_second_signal_while_asv_unwinds_keeps_the_provenance(fake, monkeypatc
     assert "interrupted (SIGINT)" in capsys.readouterr().err
     [path] = records(fake)
     assert json.loads(path.read_text())["status"] == "interrupted"
+
+
+def test_without_its_state_a_run_resumes_from_the_commits_provenance(fake, capsys):
+    """CI's checkout removes .asv/ (the state): a commit cut off was measured again in every family."""
+    head = bench.commit_of("HEAD")
+    done = {f: asvrun.family_regex(f, []) for f in bench.FAMILIES[:2]}
+    results = fake.tmp / "results" / "m"
+    results.mkdir(parents=True)
+    (results / f"{head[:8]}-env.json").write_text(json.dumps({
+        "commit_hash": head, "result_columns": ["result", "params"], "version": 2,
+        "results": {f"add_rmsnorm.{f}.track_ratio": [[1.0], [["'fused'"]]] for f in done}}))
+    provenance.record(fake.tmp / "provenance" / "m", "m", head, "interpreter", {}, {}, provenance.now(),
+                      status="interrupted", extra={"selection": [], "finished_families": done})
+    assert main("run", "HEAD", "--quiet") == 0
+    out = capsys.readouterr().out
+    assert all(f"{f}: finished in an earlier run, kept" in out for f in done), out
+    measured = [a[a.index("-b") + 1] for a in fake.asv if a[0] == "run"]
+    assert measured == [asvrun.family_regex(f, []) for f in bench.FAMILIES[2:]]
+    rec = json.loads(max(records(fake)).read_text())
+    assert rec["status"] == "complete" and rec["selection"] == []
+    assert rec["finished_families"] == {f: asvrun.family_regex(f, []) for f in bench.FAMILIES}
+
+
+def test_a_signal_after_the_last_family_keeps_the_provenance(fake, monkeypatch, capsys):
+    """A first Ctrl-C while the record is made (nvidia-smi's snapshot), every family finished: it was raised
+    there, the record was lost, and the state said nothing was left to measure."""
+    real, calls = provenance.gpu_snapshot, []
+
+    def snapshot():
+        calls.append(1)
+        if len(calls) == 2:  # the one after the families, for the record
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.1)
+        return real()
+
+    monkeypatch.setattr(provenance, "gpu_snapshot", snapshot)
+    assert main("run", "HEAD", "--quiet") == 130
+    [path] = records(fake)
+    assert json.loads(path.read_text())["status"] == "complete"
