@@ -62,8 +62,11 @@ def _fwd_op(x: Tensor, residual: Tensor, weight: Tensor, eps: float,
     return y, (res if return_residual else x.new_empty(0)), rstd
 
 
+# The fake implementations check too: a meta tensor in any argument sends a direct call here, whose
+# outputs on x's device would be uninitialized memory.
 @_fwd_op.register_fake
 def _(x, residual, weight, eps, return_residual):
+    check_inputs(x, residual, weight, eps)
     rows = x.numel() // x.shape[-1]
     return (torch.empty(x.shape, dtype=x.dtype, device=x.device),
             torch.empty(x.shape, dtype=x.dtype, device=x.device) if return_residual else x.new_empty(0),
@@ -74,12 +77,21 @@ def _(x, residual, weight, eps, return_residual):
 def _fwd_inplace_op(x: Tensor, residual: Tensor, weight: Tensor, eps: float) -> Tensor:
     eps = check_inputs(x, residual, weight, eps)
     _check_device(x)
+    _check_inference(residual)
     return _forward(x, residual, weight, eps, "inplace", False)[0]
 
 
 @_fwd_inplace_op.register_fake
 def _(x, residual, weight, eps):
+    check_inputs(x, residual, weight, eps)
     return torch.empty(x.shape, dtype=x.dtype, device=x.device)
+
+
+def _check_inference(residual: Tensor) -> None:
+    # PyTorch's own in-place ops refuse it: outside inference mode an inference tensor is read-only.
+    if residual.is_inference() and not torch.is_inference_mode_enabled():
+        raise ValueError("residual is an inference tensor: it can be updated in place only "
+                         "inside torch.inference_mode()")
 
 
 @torch.library.custom_op("fusedkernel::add_rmsnorm_bwd", mutates_args=())
@@ -193,9 +205,7 @@ def add_rmsnorm(x: Tensor, residual: Tensor, weight: Tensor, eps: float = 1e-6, 
                              "use return_residual=True when gradients are required")
         if torch.compiler.is_compiling():
             return torch.ops.fusedkernel.add_rmsnorm_inplace(x, residual, weight, eps), residual
-        if residual.is_inference() and not torch.is_inference_mode_enabled():
-            raise ValueError("residual is an inference tensor: it can be updated in place only "
-                             "inside torch.inference_mode()")
+        _check_inference(residual)
         y = _forward(x, residual, weight, eps, "inplace", False)[0]
         # As PyTorch's own in-place ops do: a backward that saved residual
         # before this update now raises instead of using the new values.

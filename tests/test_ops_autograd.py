@@ -403,7 +403,10 @@ def test_dweight_share_sum_refuses_what_it_cannot_sum(device):
     (dict(weight=lambda t: t["weight"][:4].clone()), ValueError, r"weight must have shape \(8,\)"),
     (dict(residual=lambda t: t["residual"][:, :6].clone()), ValueError, "residual must have x's shape"),
     (dict(x=lambda t: t["x"].int()), TypeError, "x must be float32, float16 or bfloat16"),
-    (dict(eps=lambda t: -1.0), ValueError, "eps")])
+    (dict(eps=lambda t: -1.0), ValueError, "eps"),
+    # A meta tensor in one argument sent the call to the fake implementation: uninitialized outputs on x's device.
+    (dict(residual=lambda t: t["residual"].to("meta")), ValueError, "must be on one device"),
+    (dict(weight=lambda t: t["weight"].to("meta")), ValueError, "must be on one device")])
 def test_forward_ops_refuse_mismatched_arguments(op, change, error, match, device):
     # torch.ops.fusedkernel.* can be called without add_rmsnorm: they check as it does.
     t = {"x": rand((4, 8), torch.float32, device), "residual": rand((4, 8), torch.float32, device, seed=1),
@@ -413,3 +416,17 @@ def test_forward_ops_refuse_mismatched_arguments(op, change, error, match, devic
     t.update({k: f(t) for k, f in change.items()})
     with pytest.raises(error, match=match):
         getattr(torch.ops.fusedkernel, op)(*t.values(), *extra)
+
+
+def test_the_inplace_op_refuses_an_inference_tensor_outside_inference_mode(device):
+    # Called directly it updated one in place (torch's own add_ refuses: an inference tensor is read-only there).
+    with torch.inference_mode():
+        residual = rand((4, 8), torch.float32, device)
+    x, w = rand((4, 8), torch.float32, device, seed=1), rand((8,), torch.float32, device, seed=2)
+    before = residual.clone()
+    with pytest.raises(ValueError, match="residual is an inference tensor"):
+        torch.ops.fusedkernel.add_rmsnorm_inplace(x, residual, w, 1e-6)
+    assert torch.equal(residual, before)
+    with torch.inference_mode():
+        torch.ops.fusedkernel.add_rmsnorm_inplace(x, residual, w, 1e-6)
+    assert not torch.equal(residual, before)
