@@ -134,7 +134,9 @@ def current_benchmarks(results_dir: pathlib.Path) -> dict | None:
         return None
     try:
         data = json.loads(path.read_text())
-        why = None if isinstance(data, dict) else "not a JSON object"
+        # An object of benchmark objects (and asv's "version"): asv fails on any other entry.
+        shape = isinstance(data, dict) and all(isinstance(v, dict) for k, v in data.items() if k != "version")
+        why = None if shape else "not a JSON object of benchmarks"
     except (OSError, ValueError, UnicodeDecodeError) as e:
         why = type(e).__name__
     if why:

@@ -152,9 +152,13 @@ def backward_neighbours(n_cols: int, elem_bytes: int, max_splits: int,
 
 
 def dw_sum_config(n_parts: int, settings: Settings = HOPPER) -> tuple[int, int]:
-    """(shares per step, columns per program) for summing ``n_parts`` >= 1 dweight shares; else ValueError."""
+    """(shares per step, columns per program) for summing ``n_parts`` >= 1 dweight shares.
+
+    ValueError for another ``n_parts``, TypeError for ``settings`` that are not a :class:`Settings`.
+    """
     if type(n_parts) is not int or n_parts < 1:
         raise ValueError(f"n_parts must be an int >= 1, got {n_parts!r}")
+    check_settings_arg(settings)
     b = settings.backward
     block_p = min(b.dw_sum_max_p, 1 << (n_parts - 1).bit_length())
     return block_p, max(b.dw_sum_min_cols, b.dw_sum_tile_elems // block_p)

@@ -339,8 +339,8 @@ def settings_for(capability: tuple[int, int] | None) -> Settings:
     """
     if capability is None:
         return FALLBACK
-    if type(capability) is not tuple or len(capability) != 2 or any(type(v) is not int for v in capability):
-        raise ValueError(f"capability must be None or a (major, minor) tuple of ints, got {capability!r}")
+    if type(capability) is not tuple or len(capability) != 2 or any(type(v) is not int or v < 0 for v in capability):
+        raise ValueError(f"capability must be None or a (major, minor) tuple of ints >= 0, got {capability!r}")
     return SETTINGS.get(ARCH_OF_MAJOR.get(capability[0]), FALLBACK)
 
 
@@ -355,7 +355,7 @@ def check_rule_args(n_cols: object, elem_bytes: object, max_splits: object) -> N
     for name, value in (("n_cols", n_cols), ("max_splits", max_splits)):
         if type(value) is not int or value < 1:
             raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-    if elem_bytes not in (2, 4) or type(elem_bytes) is not int:
+    if type(elem_bytes) is not int or elem_bytes not in (2, 4):  # the type first: an array has no truth value
         raise ValueError(f"elem_bytes must be 2 or 4, got {elem_bytes!r}")
 
 

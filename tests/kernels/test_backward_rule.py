@@ -146,6 +146,11 @@ def test_the_rule_refuses_bad_arguments_by_name(call, match):
         call()
 
 
+def test_the_dweight_sum_refuses_settings_that_are_not_a_settings():
+    with pytest.raises(TypeError, match="settings must be a Settings"):  # an AttributeError on None
+        dw_sum_config(4, None)
+
+
 @pytest.mark.parametrize("n", [512, 4096, 5120, 20000, 65536])
 def test_the_tuner_sweeps_the_rule_first_and_only_legal_settings(n):
     bwd = backward_candidates(n, 2, 132)

@@ -18,10 +18,10 @@ def test_settings_are_frozen_data_keyed_by_architecture():
     assert settings_for((8, 0)) is FALLBACK and settings_for((10, 0)) is FALLBACK and settings_for(None) is FALLBACK
 
 
-@pytest.mark.parametrize("capability", [9, "hopper", {9: 0}, (9,), (9.0, 0)])
+@pytest.mark.parametrize("capability", [9, "hopper", {9: 0}, (9,), (9.0, 0), (-1, -1), (9, -1)])
 def test_settings_for_refuses_anything_but_a_capability_by_name(capability):
     # Each raised an error naming nothing (TypeError: not subscriptable, unhashable type, KeyError)
-    # or returned something: "hopper" and (8,) took the fallback.
+    # or returned something: "hopper", (8,) and (-1, -1) took the fallback.
     with pytest.raises(ValueError, match="capability must be None or a"):
         settings_for(capability)
 

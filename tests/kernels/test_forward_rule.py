@@ -59,8 +59,13 @@ def test_programs_that_wait_for_each_other_fit_at_once(n, max_splits, elem_bytes
 
 
 def test_the_rule_refuses_bad_arguments_by_name():
+    import numpy as np
+
     with pytest.raises(ValueError, match="n_cols must be an int >= 1"):
         forward_config([8], 2, 1)
+    # numpy's "truth value of an array is ambiguous", naming no argument.
+    with pytest.raises(ValueError, match="elem_bytes must be 2 or 4"):
+        forward_config(64, np.array([2, 2]), 1)
 
 
 def test_a_settings_instance_changes_the_rule():

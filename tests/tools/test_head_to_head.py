@@ -45,6 +45,23 @@ def test_a_setting_that_gives_anothers_launch_is_timed_once_and_a_wrong_one_is_l
     assert "| fp32 1x2048 inference | W/4a | error: ValueError: planted wrong result |" in capsys.readouterr().out
 
 
+def test_a_case_no_setting_passes_fails_the_run(monkeypatch, capsys):
+    # Every setting "wrong" (bf16 in the interpreter, before its truncated sum was accepted): no row, exit 0.
+    def wrong(case, cfg):
+        raise ValueError("planted wrong result")
+
+    monkeypatch.setattr(head_to_head.Case, "check", wrong)
+    args = ["--settings", "rule,W/4f", "--dtypes", "fp32", "--widths", "64", "--tokens", "2", "--rounds", "1"]
+    assert head_to_head.main(args) == 1
+    assert "no candidate passed its check in 1 case: fp32 2x64 inference" in capsys.readouterr().err
+
+
+def test_bf16_passes_its_check_in_the_interpreter():
+    # The interpreter truncates bf16's sum: the residual check took every launch for wrong.
+    row = head_to_head.measure(head_to_head.Case("inference", "bf16", 64, 2), ["rule"], 1)
+    assert row is not None and list(row["configs"]) == ["rule"]
+
+
 @pytest.mark.parametrize("label, n, want", [
     ("W/16b", 5000, ForwardConfig("rows", 1, 8192, 1, 16, "before_sum")),
     ("S2x2048/4a", 5000, ForwardConfig("rows", 2, 2048, 3, 4, "after_sum")),
@@ -61,7 +78,7 @@ def test_settings_name_their_launch(label, n, want):
     (["--settings", "rule,rule"], "--settings: ['rule'] given more than once"),
     (["--settings", "rule", "--dtypes", "bf16,int8"], "--dtypes: ['int8'] not among"),
     (["--settings", "rule", "--tokens", "1,0"], "--tokens takes positive integers, got '1,0'"),
-    (["--settings", "rule", "--widths", "4096,x"], "--widths: invalid literal for int() with base 10: 'x'"),
+    (["--settings", "rule", "--widths", "4096,x"], "--widths takes positive integers, got '4096,x'"),
     (["--settings", "rule", "--widths", "4096,4096"], "--widths: ['4096'] given more than once"),
     (["--settings", "rule", "--rounds", "0"], "--rounds takes a positive integer, got 0"),
 ])

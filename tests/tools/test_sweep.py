@@ -6,6 +6,7 @@ import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "tools" / "kernel"))
 import _sweep  # noqa: E402
+import pytest  # noqa: E402
 
 
 def test_sweep_reports_each_candidate_refuses_wrong_ones_and_names_the_best(capsys, monkeypatch):
@@ -24,6 +25,17 @@ def test_sweep_reports_each_candidate_refuses_wrong_ones_and_names_the_best(caps
     assert out[0].startswith("| bf16 4x64 | rule (rule) | 2000000.0 |") and out[0].endswith("| 0.500 |")
     assert "| wrong | error: ValueError: wrong result |" in out[2]
     assert out[-1] == "BEST bf16 4x64: faster fraction 1.000 (1000000.0 µs)"
+
+
+def test_a_case_no_candidate_passes_is_named_and_fails_the_run(capsys):
+    # The tuners printed an error row per candidate, no BEST line, and exited 0.
+    def check(cfg):
+        raise ValueError("wrong result")
+
+    assert _sweep.sweep("bf16 4x64", ["rule", "other"], lambda cfg: None, check, lambda: None) == []
+    assert capsys.readouterr().out.splitlines()[-1] == "NONE bf16 4x64: every candidate failed its check"
+    assert _sweep.exit_status([]) == 0 and _sweep.exit_status(["bf16 4x64", "fp32 2x64"]) == 1
+    assert "no candidate passed its check in 2 cases: bf16 4x64, fp32 2x64" in capsys.readouterr().err
 
 
 def test_rows_hold_the_asked_size_and_at_least_128():
@@ -60,7 +72,8 @@ def test_tune_backward_refuses_bad_options_before_measuring():
                           (["--dtypes", "fp64"], "--dtypes: ['fp64'] not among bf16, fp16, fp32"),
                           (["--around-rule", "--paths", "rows"], "--around-rule sweeps the rule's own path"),
                           (["--mib", "64", "--rows", "8192"], "give --mib or --rows, not both"),
-                          (["--paths", "rows,bogus"], "--paths: ['bogus'] not among")):
+                          (["--paths", "rows,bogus"], "--paths: ['bogus'] not among"),
+                          (["--paths", ""], "--paths: an empty entry")):  # it swept every path
         out = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True)
         assert out.returncode == 2 and message in out.stderr, (args, out.stderr[-500:])
 
@@ -71,8 +84,11 @@ def test_tune_forward_refuses_bad_options_before_measuring():
 
     script = pathlib.Path(__file__).resolve().parents[2] / "tools" / "kernel" / "tune_forward.py"
     for args, message in ((["--widths", "0"], "--widths takes positive integers"),
-                          (["--widths", "64,"], "--widths: invalid literal"),
-                          (["--widths", "abc"], "--widths: invalid literal"),
+                          (["--widths", "64,"], "--widths: an empty entry"),
+                          (["--widths", ","], "--widths: an empty entry"),  # "[''] given more than once"
+                          (["--widths", "abc"], "--widths takes positive integers"),
+                          (["--widths", "64,064"], "--widths: [64] given more than once"),  # measured twice
+                          (["--widths", "+64"], "--widths takes positive integers"),
                           (["--tokens", "0"], "--tokens takes positive integers"),
                           (["--dtypes", "fp64"], "--dtypes: ['fp64'] not among bf16, fp16, fp32")):
         out = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True)
@@ -92,7 +108,8 @@ def test_tune_backward_checks_its_candidates_in_the_interpreter():
 
 def test_tune_forward_checks_every_candidate_of_each_op(tmp_path):
     # In the interpreter: every candidate of each op passes its check (y, and
-    # x + residual bit for bit where it is stored) and lands in --json, the rule first.
+    # x + residual bit for bit where it is stored) and lands in --json, the rule first;
+    # bf16 too, whose sum the interpreter truncates (every candidate was "wrong" there).
     import os
     import subprocess
 
@@ -100,11 +117,11 @@ def test_tune_forward_checks_every_candidate_of_each_op(tmp_path):
     env = {**os.environ, "TRITON_INTERPRET": "1"}
     for op in ("forward", "inference", "forward+residual"):
         out = tmp_path / f"{op.replace('+', '-')}.json"
-        run = subprocess.run([sys.executable, str(script), "--op", op, "--dtypes", "fp32", "--widths", "64",
+        run = subprocess.run([sys.executable, str(script), "--op", op, "--dtypes", "fp32,bf16", "--widths", "64",
                               "--tokens", "2", "--json", str(out)], capture_output=True, text=True, env=env)
         assert run.returncode == 0 and "| error: " not in run.stdout, (op, run.stdout[-500:], run.stderr[-500:])
         rows = json.loads(out.read_text())
-        assert rows[0]["rule"] and all(r["case"] == f"fp32 2x64 {op}" and "fraction" in r for r in rows), rows
+        assert rows[0]["rule"] and {r["case"] for r in rows} == {f"{d} 2x64 {op}" for d in ("fp32", "bf16")}, rows
 
 
 def test_a_wrong_candidate_leaves_the_next_ones_their_residual(monkeypatch, capsys):
@@ -125,9 +142,11 @@ def test_a_wrong_candidate_leaves_the_next_ones_their_residual(monkeypatch, caps
     monkeypatch.setattr(launch, "forward_rows", first_one_wrong)
     monkeypatch.setattr(sys, "argv", ["tune_forward.py", "--op", "inference", "--dtypes", "fp32", "--widths", "64",
                                       "--tokens", "2"])
-    runpy.run_path(str(pathlib.Path(_sweep.__file__).with_name("tune_forward.py")), run_name="__main__")
+    with pytest.raises(SystemExit) as e:
+        runpy.run_path(str(pathlib.Path(_sweep.__file__).with_name("tune_forward.py")), run_name="__main__")
     out = capsys.readouterr().out
     assert out.count("error: ValueError: wrong x + residual") == 1 and out.count("| error: ") == 1, out
+    assert e.value.code == 0
 
 
 def test_host_overhead_shows_its_help_and_needs_a_gpu():

@@ -113,7 +113,9 @@ def test_an_unreadable_benchmarks_json_gives_the_table_with_a_warning(tmp_path):
     for path in (ROOT / "results" / "nvidia-h200").glob("d388f72e-*.json"):
         shutil.copy(path, results / "nvidia-h200")
     shutil.copy(ROOT / "results" / "nvidia-h200" / "machine.json", results / "nvidia-h200")
-    for text in ("[]", (ROOT / "results" / "benchmarks.json").read_text()[:3000]):
+    # '{"add_rmsnorm.Forward.track_ratio": 5}': asv's get_result_keys crashed on the entry.
+    for text in ("[]", (ROOT / "results" / "benchmarks.json").read_text()[:3000],
+                 '{"add_rmsnorm.Forward.track_ratio": 5, "version": 2}'):
         (results / "benchmarks.json").write_text(text)
         out = table("d388f72", "--results", str(results))
         assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr

@@ -54,25 +54,43 @@ def sweep(label: str, candidates: list, run, check, floor, timer=None) -> list[d
             best = (floor_s / op_s, cfg, op_s)
     if best:
         print(f"BEST {label}: {best[1]} fraction {best[0]:.3f} ({best[2] * 1e6:.1f} µs)", flush=True)
+    else:
+        print(f"NONE {label}: every candidate failed its check", flush=True)
     return rows
 
 
+def exit_status(failed: list[str]) -> int:
+    """0, or 1 with the cases (labels) no candidate passed named on stderr."""
+    if failed:
+        print(f"no candidate passed its check in {len(failed)} case{'s' * (len(failed) > 1)}: {', '.join(failed)}",
+              file=sys.stderr)
+    return 1 if failed else 0
+
+
 def names(text: str, what: str) -> list[str]:
-    """The comma-separated entries of the ``what`` option, stripped; ValueError for one given twice."""
+    """The comma-separated entries of the ``what`` option, stripped; ValueError for an empty one or one given
+    twice."""
     out = [v.strip() for v in text.split(",")]
-    dup = sorted({v for v in out if out.count(v) > 1})
-    if dup:
-        raise ValueError(f"{what}: {dup} given more than once")
+    if "" in out:
+        raise ValueError(f"{what}: an empty entry in {text!r}")
+    _once(out, what)
     return out
 
 
+def _once(values: list, what: str) -> None:
+    dup = sorted({v for v in values if values.count(v) > 1})
+    if dup:
+        raise ValueError(f"{what}: {dup} given more than once")
+
+
 def counts(text: str, option: str) -> list[int]:
-    """The positive integers of a comma-separated ``option``; ValueError naming it otherwise."""
-    entries = names(text, option)  # ValueError naming the option for an entry given twice
-    try:
-        out = [int(v) for v in entries]
-    except ValueError as e:
-        raise ValueError(f"{option}: {e}") from None
+    """The positive integers of a comma-separated ``option``, each once; ValueError naming it otherwise."""
+    entries = names(text, option)
+    # ASCII digits only: int() also reads "+64", "٦٤" and "6_4".
+    if not all(v.isascii() and v.isdigit() for v in entries):
+        raise ValueError(f"{option} takes positive integers, got {text!r}")
+    out = [int(v) for v in entries]
+    _once(out, option)  # "64,064" is one width twice
     if min(out) < 1:
         raise ValueError(f"{option} takes positive integers, got {text!r}")
     return out

@@ -40,7 +40,7 @@ import sys
 import torch
 import triton
 
-from _sweep import counts, dtype_names, json_path, names, write_json  # also puts the repository on sys.path
+from _sweep import counts, dtype_names, exit_status, json_path, names, write_json  # also puts the repository on sys.path
 from benchmarks._measure import INTERPRET, interleaved_rounds, warm_up  # noqa: E402
 from fusedkernel.kernels import launch  # noqa: E402
 from fusedkernel.kernels.config import ForwardConfig, settings_for  # noqa: E402
@@ -152,7 +152,7 @@ def main(argv=None) -> int:
         ap.error(str(e))
     if INTERPRET:
         print("TRITON_INTERPRET=1: wall times in Triton's interpreter, not performance", file=sys.stderr)
-    rows = finished(a.json)
+    rows, failed = finished(a.json), []
     done = {r["case"] for r in rows}
     print("| case | setting | config | µs | floor µs | fraction of floor | of the best |\n|---|---|---|---|---|---|---|",
           flush=True)
@@ -161,6 +161,7 @@ def main(argv=None) -> int:
             if f"{dname} {count}x{n} {a.op}" in done:
                 continue
             row = measure(Case(a.op, dname, n, count), a.settings, a.rounds)
+            failed += [] if row else [f"{dname} {count}x{n} {a.op}"]
             if row:
                 rows.append(row)
                 if a.json:
@@ -168,7 +169,7 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print(f"interrupted: {len(rows)} finished cases kept" + (f" in {a.json}" if a.json else ""), file=sys.stderr)
         return 130
-    return 0
+    return exit_status(failed)
 
 
 if __name__ == "__main__":

@@ -16,10 +16,11 @@ checked against a float64 evaluation of the backward formula
 
 import argparse
 import itertools
+import sys
 
 import torch
 
-from _sweep import DTYPES, counts, dtype_names, header, json_path, names, rows_for, sweep, write_json
+from _sweep import DTYPES, counts, dtype_names, exit_status, header, json_path, names, rows_for, sweep, write_json
 from benchmarks._measure import DEVICE
 from fusedkernel.kernels import launch
 from fusedkernel.kernels.backward_rule import backward_candidates, backward_neighbours
@@ -36,7 +37,7 @@ def reference(dy, x, r, w, rstd):
     return dx, (dy.double() * t_hat).sum(0)
 
 
-def main() -> None:
+def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dtypes", default="bf16")
     ap.add_argument("--widths", default=",".join(map(str, WIDTHS)))
@@ -47,7 +48,7 @@ def main() -> None:
     ap.add_argument("--json", type=json_path, help="write every measured candidate to this file as well")
     a = ap.parse_args()
     try:
-        paths = names(a.paths or ",".join(PATHS), "--paths")
+        paths = names(",".join(PATHS) if a.paths is None else a.paths, "--paths")
         dtypes, widths = dtype_names(a.dtypes), counts(a.widths, "--widths")
     except ValueError as e:
         ap.error(str(e))
@@ -61,7 +62,7 @@ def main() -> None:
         if value is not None and value < 1:
             ap.error(f"{option}: a positive count, got {value}")
     header()
-    rows_out = []
+    rows_out, failed = [], []
     for dname, n in itertools.product(dtypes, widths):
         rows = a.rows or rows_for(n, a.mib or 64)
         x, r, dy = (torch.randn(rows, n, device=DEVICE, dtype=DTYPES[dname]) for _ in range(3))
@@ -87,13 +88,15 @@ def main() -> None:
         else:
             cands = backward_candidates(n, x.element_size(), launch._max_splits(0))
             cands = cands[:1] + [c for c in cands[1:] if c.path in paths]
-        rows_out += sweep(f"{dname} {rows}x{n}", cands,
-                          lambda cfg: launch.backward_rows(dy, None, x, r, w, rstd, dx, cfg=cfg), check,
-                          lambda: torch.addcmul(x, r, dy, out=dx))
+        out = sweep(f"{dname} {rows}x{n}", cands, lambda cfg: launch.backward_rows(dy, None, x, r, w, rstd, dx, cfg=cfg),
+                    check, lambda: torch.addcmul(x, r, dy, out=dx))
+        failed += [] if out else [f"{dname} {rows}x{n}"]
+        rows_out += out
         del x, r, dy, dx
         if a.json:
             write_json(a.json, rows_out)
+    return exit_status(failed)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -16,17 +16,31 @@ a sweep into a setting: docs/tuning.md.
 
 import argparse
 import itertools
+import sys
 
 import torch
 import torch.nn.functional as F
 
-from _sweep import DTYPES, counts, dtype_names, header, json_path, sweep, write_json
-from benchmarks._measure import DEVICE, TIMERS, method
+from _sweep import DTYPES, counts, dtype_names, exit_status, header, json_path, sweep, write_json
+from benchmarks._measure import DEVICE, INTERPRET, TIMERS, method
 from fusedkernel.kernels import launch
 from fusedkernel.kernels.forward_rule import forward_candidates
 
 WIDTHS = [1024, 1536, 2048, 2880, 3584, 4096, 5120, 6144, 7168, 8192, 10240, 12288, 14336, 16384, 18432, 24576,
           32768, 65536, 131072, 262144]
+
+
+def _rounded_sum(res, x, r) -> bool:
+    """Is ``res`` float32(x) + float32(r) rounded to x's dtype (the op's contract)?
+
+    Triton's interpreter casts float32 to bfloat16 by truncation (docs/op.md):
+    there a bfloat16 element may be the sum truncated instead.
+    """
+    want = x.float() + r.float()
+    ok = res == want.to(x.dtype)
+    if INTERPRET and x.dtype == torch.bfloat16:
+        ok |= res == (want.view(torch.int32) & -65536).view(torch.float32).to(torch.bfloat16)
+    return bool(ok.all())
 
 
 class Case:
@@ -66,7 +80,7 @@ class Case:
         y.fill_(float("nan"))
         self.run(cfg)
         ref = F.rms_norm(x.double() + r0.double(), (self.n,), eps=1e-6) * self.w.double()
-        summed = self.res is None or torch.equal(self.res, (x.float() + r0.float()).to(x.dtype))
+        summed = self.res is None or _rounded_sum(self.res, x, r0)
         r.copy_(r0)  # first: a wrong candidate must not leave its residual to the next
         if not summed:
             raise ValueError("wrong x + residual")
@@ -85,7 +99,7 @@ class Case:
         return TIMERS[method(self.tokens)]
 
 
-def main() -> None:
+def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--op", choices=["forward", "inference", "forward+residual"], default="inference")
     ap.add_argument("--dtypes", default="bf16")
@@ -98,14 +112,17 @@ def main() -> None:
     except ValueError as e:
         ap.error(str(e))
     header()
-    rows_out = []
+    rows_out, failed = [], []
     for dname, n, tokens in itertools.product(dtypes, widths, tokens):
         case = Case(a.op, dname, n, tokens)
-        rows_out += sweep(case.label, case.candidates(), case.run, case.check, case.floor, case.timer())
+        rows = sweep(case.label, case.candidates(), case.run, case.check, case.floor, case.timer())
+        failed += [] if rows else [case.label]
+        rows_out += rows
         del case
         if a.json:
             write_json(a.json, rows_out)
+    return exit_status(failed)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
