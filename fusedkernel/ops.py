@@ -62,8 +62,8 @@ def _fwd_op(x: Tensor, residual: Tensor, weight: Tensor, eps: float,
     return y, (res if return_residual else x.new_empty(0)), rstd
 
 
-# The fake implementations check too: a meta tensor in any argument sends a direct call here, whose
-# outputs on x's device would be uninitialized memory.
+# The fake implementations check too (the backward's as well): a meta tensor in any argument sends a
+# direct call here, whose outputs on x's device would be uninitialized memory.
 @_fwd_op.register_fake
 def _(x, residual, weight, eps, return_residual):
     check_inputs(x, residual, weight, eps)
@@ -114,6 +114,7 @@ def _bwd_op(dy: Tensor, dres: Tensor | None, x: Tensor, residual: Tensor, weight
 
 @_bwd_op.register_fake
 def _(dy, dres, x, residual, weight, rstd):
+    check_backward(dy, dres, x, residual, weight, rstd)
     return torch.empty(x.shape, dtype=x.dtype, device=x.device), torch.empty_like(weight)
 
 

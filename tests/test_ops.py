@@ -350,7 +350,7 @@ def test_the_tables_persistent_grid_walks_a_few_rows_per_sm(dtype, n, device):
 def test_band_rows_take_half_the_warps_only_past_a_wave_of_the_rules(dtype, n, fewer, device):
     # 8 KiB whole-row tiles at 2-8 rows an SM: table_config is the launch's choice and launches nothing;
     # it is the rule's, or past a wave of its programs the same tile on half the warps with the weight
-    # before the sums (config.band_wave_config, by the compiled kernels' registers: none in the
+    # before the sums (forward_rule.band_wave_config, by the compiled kernels' registers: none in the
     # interpreter). On Hopper, 2-byte rows with the residual stored fit 5-6 programs an SM at 8 warps and
     # 8 at 4; fp32's 8 warps fit 8 (tools/kernel/registers.py).
     import dataclasses

@@ -350,7 +350,10 @@ def check_table_backward_on_gpu(dtype, rows, n, path, runs):
     (dict(rstd=lambda t: torch.stack([t["rstd"], t["rstd"]], 1)[:, 0]), ValueError, "rstd must be a contiguous"),
     (dict(dy=lambda t: t["dy"].bfloat16()), TypeError, "dy must have x's dtype torch.float32"),
     (dict(dres=lambda t: t["dy"][:, :20].clone()), ValueError, "dres must have x's shape"),
-    (dict(weight=lambda t: t["weight"][:39]), ValueError, r"weight must have shape \(40,\)")])
+    (dict(weight=lambda t: t["weight"][:39]), ValueError, r"weight must have shape \(40,\)"),
+    # A meta tensor in one argument sent the call to the fake implementation: uninitialized dx on x's device.
+    (dict(weight=lambda t: t["weight"].to("meta")), ValueError, "must be on one device"),
+    (dict(rstd=lambda t: t["rstd"].to("meta")), ValueError, "rstd must be a contiguous")])
 def test_backward_op_refuses_mismatched_arguments(change, error, match, device):
     # torch.ops.fusedkernel.add_rmsnorm_bwd is public: a direct call gets the forward's checks and more.
     x, r, dy = (rand((6, 40), torch.float32, device, seed=k) for k in range(3))
@@ -361,6 +364,15 @@ def test_backward_op_refuses_mismatched_arguments(change, error, match, device):
     t.update({k: f(t) for k, f in change.items()})
     with pytest.raises(error, match=match):
         torch.ops.fusedkernel.add_rmsnorm_bwd(*t.values())
+
+
+def test_backward_op_on_meta_tensors_checks_and_gives_meta_outputs():
+    x, r, dy = (torch.empty(3, 8, device="meta") for _ in range(3))
+    w, rstd = torch.empty(8, device="meta"), torch.empty(3, device="meta")
+    dx, dw = torch.ops.fusedkernel.add_rmsnorm_bwd(dy, None, x, r, w, rstd)
+    assert dx.device.type == dw.device.type == "meta" and dx.shape == x.shape and dw.shape == w.shape
+    with pytest.raises(ValueError, match=r"rstd must be a contiguous \(3,\) tensor"):
+        torch.ops.fusedkernel.add_rmsnorm_bwd(dy, None, x, r, w, torch.empty(5, device="meta"))
 
 
 def test_double_backward_says_it_is_not_supported(device):

@@ -171,9 +171,13 @@ def range_commits(spec: str) -> tuple[str, list[str]]:
     return good, commits
 
 
-def newest_with_results(machine: str, results: pathlib.Path) -> str | None:
-    """The newest first-parent ancestor of HEAD with results for ``machine`` in ``results``."""
+def newest_with_results(machine: str, results: pathlib.Path, prov: pathlib.Path | None = None) -> str | None:
+    """The newest first-parent ancestor of HEAD with results for ``machine`` in ``results``, or whose newest
+    record in ``prov`` (the machine's provenance folder) is of a full run that ended (every family may have
+    failed and stored nothing: NEW would measure it again at every run)."""
     stored = set()
+    if prov is not None:
+        stored = {c for c, rec in provenance.newest_by_commit(prov).items() if ended_full_run(rec)}
     for path in (results / machine).glob("*.json"):
         try:
             data = json.loads(path.read_text())
@@ -194,7 +198,7 @@ def resolve(revs: list[str], machine: str | None, results: pathlib.Path | None,
     out = []
     for rev in revs or ["HEAD"]:
         if rev == "NEW":
-            last = newest_with_results(machine, results)
+            last = newest_with_results(machine, results, prov)
             if last and unfinished(results, machine, last, prov):
                 out.append(last)  # a run cut off there: measure resumes it
             spec = [f"{last}..HEAD"] if last else ["-1", "HEAD"]
@@ -219,8 +223,12 @@ def unfinished(results: pathlib.Path, machine: str, commit: str, prov: pathlib.P
     stored = stored_names(results, machine, commit)
     if all(any(n.startswith(f"add_rmsnorm.{f}.") for n in stored) for f in FAMILIES):
         return False
-    rec = provenance.newest(prov, commit) if prov is not None else None
-    return not (rec and rec.get("status") != "interrupted" and rec.get("selection") == [])
+    return not (prov is not None and ended_full_run(provenance.newest(prov, commit)))
+
+
+def ended_full_run(rec: dict | None) -> bool:
+    """Is ``rec`` (a provenance record) of a run of every family that ended (not interrupted)?"""
+    return bool(rec) and rec.get("status") != "interrupted" and rec.get("selection") == []
 
 
 def results_only(commit: str) -> bool:
@@ -249,7 +257,7 @@ def measure(commit: str, mode: str, machine: str, conf: pathlib.Path, wheels: st
 
     ``resume``: skip the families this commit already finished with the
     same selection (after an interrupt), as the state in ``.asv/state`` says,
-    or where it is gone (a fresh checkout: CI) the commit's newest provenance
+    or where it is gone or unreadable (a fresh checkout: CI) the newest provenance
     record. ``append``: add samples to the stored ones (alternating
     re-measurements). ``prov``: write a provenance record there, also when
     interrupted.
@@ -261,7 +269,7 @@ def measure(commit: str, mode: str, machine: str, conf: pathlib.Path, wheels: st
     state = STATE / machine / f"{commit}.json"
     history = results == asvrun.results_dir(mode)  # only runs into the history resume
     done = load_state(state) if resume and history else {}
-    if resume and history and prov is not None and not state.exists():
+    if resume and history and prov is not None and not done:  # no state here (CI), or an unreadable one
         done = finished_families(provenance.newest(prov / machine, commit))
     stored = stored_names(results, machine, commit)
     started_at, start, status, run, asv_failed = provenance.now(), provenance.gpu_snapshot(), "interrupted", [], []
@@ -391,7 +399,7 @@ def cmd_run(a) -> int:
     if a.bench and not families(mode, a.bench):
         raise UsageError(f"--bench {a.bench} matches no benchmark of the suite")
     if not commits:  # only NEW gives none
-        last = newest_with_results(machine, asvrun.results_dir(mode))
+        last = newest_with_results(machine, asvrun.results_dir(mode), asvrun.provenance_dir(mode) / machine)
         print(f"bench.py run: nothing new on {machine} " + (f"since {last[:10]}" if last else "(no commits)"))
         return 0
     warn_uncommitted(commits)

@@ -254,12 +254,23 @@ def record(folder: pathlib.Path, machine: str, commit: str, mode: str, start: di
 
 def newest(folder: pathlib.Path, commit: str) -> dict | None:
     """The newest readable record of ``commit`` in ``folder`` (a machine's), or None."""
-    # File names sort by start time within a commit (:func:`_stem`); unreadable records are skipped.
-    for path in sorted(folder.glob(f"{commit[:12]}-*.json"), reverse=True):
+    return _newest_of(folder.glob(f"{commit[:12]}-*.json")).get(commit)
+
+
+def newest_by_commit(folder: pathlib.Path) -> dict[str, dict]:
+    """{commit: its newest readable record} of every commit with one in ``folder`` (a machine's)."""
+    return _newest_of(folder.glob("*.json"))
+
+
+def _newest_of(paths) -> dict[str, dict]:
+    # File names sort by start time within a commit (:func:`_stem`): a later record replaces an earlier
+    # one. Unreadable records are skipped.
+    out = {}
+    for path in sorted(paths):
         rec = _load(path)
-        if rec is not None and rec["commit"] == commit:
-            return rec
-    return None
+        if rec is not None:
+            out[rec["commit"]] = rec
+    return out
 
 
 # ---- provenance.html. Cells are built as plain text and escaped once, in _text.

@@ -165,7 +165,7 @@ def _check_rule_settings(settings, powers_of_two: tuple[str, ...]) -> None:
 
 @dataclass(frozen=True)
 class ForwardSettings:
-    """The numbers of the forward rule (:func:`forward_config`).
+    """The numbers of the forward rule (``forward_rule.forward_config``).
 
     Raises TypeError or ValueError, naming the field, for a count that is not an int >= 1 (a power
     of two where tiles or warps need one), warps past 32, or a launch config of another type.
@@ -250,7 +250,7 @@ class ForwardSettings:
 
 @dataclass(frozen=True)
 class BackwardSettings:
-    """The numbers of the backward rule (:func:`backward_config`).
+    """The numbers of the backward rule (``backward_rule.backward_config``).
 
     Raises TypeError or ValueError, naming the field, for a count that is not an int >= 1 (a power
     of two where tiles or warps need one), warps past 32, or a launch config of another type.

@@ -350,7 +350,7 @@ def test_a_selection_matching_no_benchmark_is_a_usage_error(fake, capsys, cmd):
 def test_run_new_with_nothing_new_says_so(fake, capsys, monkeypatch):
     """C: NEW after the newest commit with results is empty: one line, exit 0, no summary, asv never started."""
     head = bench.commit_of("HEAD")
-    monkeypatch.setattr(bench, "newest_with_results", lambda machine, results: head)
+    monkeypatch.setattr(bench, "newest_with_results", lambda machine, results, prov=None: head)
     assert main("run", "NEW") == 0
     out = capsys.readouterr().out
     assert out.strip().splitlines() == [f"bench.py run: nothing new on m since {head[:10]}"]
@@ -390,7 +390,7 @@ def test_new_drops_only_commits_of_results_alone(monkeypatch, tmp_path):
     g("merge", "-q", "--no-ff", "-m", "merge provenance", "side2")
     both = commit("provenance/m/z.json", "provenance only")
     monkeypatch.setattr(bench, "ROOT", tmp_path)
-    monkeypatch.setattr(bench, "newest_with_results", lambda machine, results: base)
+    monkeypatch.setattr(bench, "newest_with_results", lambda machine, results, prov=None: base)
     assert not bench.results_only(empty) and not bench.results_only(merge)
     assert bench.results_only(results) and bench.results_only(both)
     assert bench.resolve(["NEW"], "m", tmp_path) == [empty, merge]
@@ -779,9 +779,14 @@ def test_a_second_signal_while_asv_unwinds_keeps_the_provenance(fake, monkeypatc
     assert json.loads(path.read_text())["status"] == "interrupted"
 
 
-def test_without_its_state_a_run_resumes_from_the_commits_provenance(fake, capsys):
-    """CI's checkout removes .asv/ (the state): a commit cut off was measured again in every family."""
+@pytest.mark.parametrize("state", [None, "{corrupt"])
+def test_without_its_state_a_run_resumes_from_the_commits_provenance(fake, capsys, state):
+    """CI's checkout removes .asv/ (the state): a commit cut off was measured again in every family; so
+    was one whose state is unreadable."""
     head = bench.commit_of("HEAD")
+    if state:
+        (fake.tmp / "state" / "m").mkdir(parents=True)
+        (fake.tmp / "state" / "m" / f"{head}.json").write_text(state)
     done = {f: asvrun.family_regex(f, []) for f in bench.FAMILIES[:2]}
     results = fake.tmp / "results" / "m"
     results.mkdir(parents=True)
@@ -816,3 +821,21 @@ def test_a_signal_after_the_last_family_keeps_the_provenance(fake, monkeypatch, 
     assert main("run", "HEAD", "--quiet") == 130
     [path] = records(fake)
     assert json.loads(path.read_text())["status"] == "complete"
+
+
+def test_new_does_not_measure_again_a_commit_whose_every_family_failed(fake, monkeypatch, capsys):
+    """Nothing stored (asv failed in every family), so no results file: NEW started before it at every run."""
+    def asv(args, env, log, echo=print):
+        fake.asv.append(args)
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.touch()
+        return 1 if args[0] == "run" else 0
+
+    monkeypatch.setattr(asvrun, "asv", asv)
+    assert main("run", "NEW", "--quiet") == 1
+    assert [a[0] for a in fake.asv].count("run") == len(bench.FAMILIES)
+    assert json.loads(max(records(fake)).read_text())["status"] == "failed cases"
+    capsys.readouterr()
+    assert main("run", "NEW", "--quiet") == 0
+    assert "nothing new on m since" in capsys.readouterr().out
+    assert [a[0] for a in fake.asv].count("run") == len(bench.FAMILIES)

@@ -75,6 +75,9 @@ def test_settings_name_their_launch(label, n, want):
 @pytest.mark.parametrize("args, message", [
     (["--settings", "rule,W/8x"], "'W/8x' is not rule, W/<warps><f|b|a>"),
     (["--settings", "W/3b"], "ForwardConfig.num_warps must be a power of two >= 1, got 3"),
+    # A ZeroDivisionError traceback; a second W/8f; an Arabic-Indic 8 taken as 8.
+    (["--settings", "S2x0/4f"], "'S2x0/4f' is not rule"), (["--settings", "W/08f"], "'W/08f' is not rule"),
+    (["--settings", "W/\u0668f"], "is not rule"),
     (["--settings", "rule,rule"], "--settings: ['rule'] given more than once"),
     (["--settings", "rule", "--dtypes", "bf16,int8"], "--dtypes: ['int8'] not among"),
     (["--settings", "rule", "--tokens", "1,0"], "--tokens takes positive integers, got '1,0'"),

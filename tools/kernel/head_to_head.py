@@ -47,7 +47,9 @@ from fusedkernel.kernels.config import ForwardConfig, settings_for  # noqa: E402
 from tune_forward import Case  # noqa: E402
 
 LOADS = {"f": "first", "b": "before_sum", "a": "after_sum"}
-SETTING = re.compile(r"W/(\d+)([fba])|S(\d+)x(\d+)/(\d+)([fba])|P(\d+)x(\d+)")
+# Counts in ASCII digits without a leading zero: "S2x0/4f" divided by zero, "W/08f" was W/8f a second time.
+COUNT = "([1-9][0-9]*)"
+SETTING = re.compile(rf"W/{COUNT}([fba])|S{COUNT}x{COUNT}/{COUNT}([fba])|P{COUNT}x{COUNT}")
 
 
 def setting(label: str, n: int) -> ForwardConfig:
