@@ -29,7 +29,6 @@ leading global flags such as ``(?i)`` apply to that regex alone.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import math
 import os
@@ -39,209 +38,32 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import traceback
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 sys.path.insert(1, str(pathlib.Path(__file__).resolve().parent.parent))
 import asvrun  # noqa: E402
 import provenance  # noqa: E402
+import revisions  # noqa: E402
+import signals  # noqa: E402
 import verdict  # noqa: E402
 from asvrun import FAMILIES, ROOT  # noqa: E402
+from revisions import UsageError, commit_of, git, range_commits  # noqa: E402
+from signals import arm, asv, unarmed  # noqa: E402
 
 FLAGGED = r"track_ratio\('fused'"  # the default selection of gate and compare
 STATE = ROOT / ".asv" / "state"
-
-
-class UsageError(Exception):
-    """A bad argument, revision or range: one line for the user, exit 2."""
 
 
 class RunError(Exception):
     """The measurement itself failed (asv, a commit that does not run): one line, exit 3."""
 
 
-# The signals that stop a run (like Ctrl-C: temporary folders go, the provenance of the commit in
-# progress is written, asvrun.asv stops asv) and the exit status of each.
-STOPS = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
-_signals = {"installed": [], "received": [], "armed": False, "raised": False}
-
-
-def _on_signal(signum, _frame):
-    """Record the signal; raise it only when armed, and only once (a second Ctrl-C must not break the unwinding)."""
-    _signals["received"].append(signum)
-    if _signals["armed"] and not _signals["raised"]:
-        _signals["raised"] = True
-        raise asvrun.Interrupted(signal.Signals(signum).name)
-
-
-def catch_signals() -> dict:
-    """Install :func:`_on_signal`, unarmed; return the handlers it replaced.
-
-    Whatever the inherited setting: a script's background job starts with
-    SIGINT ignored, and a run stopped by SIGINT must stop in every phase (asv's
-    included, where asvrun.asv catches it). Only a SIGHUP ignored by nohup stays
-    ignored. Only the main thread may set handlers.
-    """
-    _signals.update(installed=[], received=[], armed=False, raised=False)
-    if threading.current_thread() is not threading.main_thread():
-        return {}
-    old = {s: signal.getsignal(s) for s in STOPS if s != signal.SIGHUP or signal.getsignal(s) != signal.SIG_IGN}
-    for s in old:
-        signal.signal(s, _on_signal)
-    _signals["installed"] = list(old)
-    return old
-
-
-def arm() -> None:
-    """From now on a signal raises :class:`asvrun.Interrupted` at once; one received before raises now.
-
-    Until then (torch's import: seconds) a signal is only recorded: raised
-    inside an import, an exception can be swallowed by the imported code's own
-    ``except``. Our handlers are put back where an import replaced them.
-    """
-    for s in _signals["installed"]:
-        if signal.getsignal(s) is not _on_signal:
-            signal.signal(s, _on_signal)
-    _signals["armed"] = True
-    if _signals["received"] and not _signals["raised"]:
-        _signals["raised"] = True
-        raise asvrun.Interrupted(signal.Signals(_signals["received"][0]).name)
-
-
-def asv(args: list[str], env: dict, log: pathlib.Path) -> int:
-    """asvrun.asv; its :class:`asvrun.Interrupted` is this run's signal, raised (a second one must not break
-    the unwinding: the provenance and the results it writes)."""
-    try:
-        return asvrun.asv(args, env, log)
-    except asvrun.Interrupted as e:
-        _signals["received"].append(signal.Signals[e.args[0]])
-        _signals["raised"] = True
-        raise
-
-
-@contextlib.contextmanager
-def unarmed():
-    """Signals in the block are recorded, and raised after it (around an import)."""
-    was, _signals["armed"] = _signals["armed"], False
-    try:
-        yield
-    finally:
-        _signals["armed"] = was
-    if was:
-        arm()
-
-
 def detect() -> tuple[str, str]:
-    """asvrun.detect() (imports torch), then :func:`arm`."""
+    """asvrun.detect() (imports torch), then :func:`signals.arm`."""
     mode, machine = asvrun.detect()
     arm()
     return mode, machine
-
-
-def git(*args: str) -> str:
-    out = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
-    if out.returncode:
-        raise UsageError(f"git {' '.join(args)}: {out.stderr.strip().splitlines()[-1] if out.stderr.strip() else 'failed'}")
-    return out.stdout.strip()
-
-
-def check_rev(rev: str) -> str:
-    if rev.startswith("-"):
-        raise UsageError(f"{rev!r} looks like an option, not a revision")
-    return rev
-
-
-def commit_of(rev: str) -> str:
-    return git("rev-parse", "--verify", "--end-of-options", f"{check_rev(rev)}^{{commit}}")
-
-
-def range_commits(spec: str) -> tuple[str, list[str]]:
-    """(GOOD, commits after GOOD up to BAD, oldest first) of ``GOOD..BAD``; UsageError when it is no range."""
-    if ".." not in spec or "..." in spec:
-        raise UsageError(f"{spec!r} is not a range: give GOOD..BAD")
-    good, bad = (commit_of(r) for r in spec.split("..", 1))
-    if subprocess.run(["git", "merge-base", "--is-ancestor", good, bad], cwd=ROOT).returncode:
-        raise UsageError(f"{spec}: {good[:10]} is not an ancestor of {bad[:10]}")
-    if good == bad:
-        raise UsageError(f"{spec} is empty: GOOD and BAD are the same commit")
-    commits = git("rev-list", "--reverse", "--first-parent", "--ancestry-path", f"{good}..{bad}").split()
-    if not commits:
-        raise UsageError(f"{spec}: {good[:10]} is not on {bad[:10]}'s first-parent line (merged from a side branch?)")
-    return good, commits
-
-
-def newest_with_results(machine: str, results: pathlib.Path, prov: pathlib.Path | None = None) -> str | None:
-    """The newest first-parent ancestor of HEAD with results for ``machine`` in ``results``, or whose newest
-    record in ``prov`` (the machine's provenance folder) is of a full run that ended (every family may have
-    failed and stored nothing: NEW would measure it again at every run)."""
-    stored = set()
-    if prov is not None:
-        stored = {c for c, rec in provenance.newest_by_commit(prov).items() if ended_full_run(rec)}
-    for path in (results / machine).glob("*.json"):
-        try:
-            data = json.loads(path.read_text())
-        except (ValueError, OSError):
-            continue
-        if asvrun.is_result(data):  # JSON of another shape: skipped (measure moves it aside)
-            stored.add(data["commit_hash"])
-    for commit in git("rev-list", "--first-parent", "HEAD").split():
-        if commit in stored:
-            return commit
-    return None
-
-
-def resolve(revs: list[str], machine: str | None, results: pathlib.Path | None,
-            prov: pathlib.Path | None = None) -> list[str]:
-    """Full hashes to benchmark, oldest first (see the module docstring for REV; NEW looks in ``results``
-    and in ``prov``, the machine's provenance folder)."""
-    out = []
-    for rev in revs or ["HEAD"]:
-        if rev == "NEW":
-            last = newest_with_results(machine, results, prov)
-            if last and unfinished(results, machine, last, prov):
-                out.append(last)  # a run cut off there: measure resumes it
-            spec = [f"{last}..HEAD"] if last else ["-1", "HEAD"]
-            new = git("rev-list", "--reverse", "--first-parent", *spec).split()
-            out += [c for c in new if not results_only(c)]
-        elif ".." in rev:
-            out += range_commits(check_rev(rev))[1]
-        else:
-            out.append(commit_of(rev))
-    return list(dict.fromkeys(out))
-
-
-def unfinished(results: pathlib.Path, machine: str, commit: str, prov: pathlib.Path | None = None) -> bool:
-    """Does ``commit`` have a results file that lacks a family (a run cut off, or one of a selection)?
-
-    Not where its newest record in ``prov`` (the machine's provenance folder) is of a run of every
-    family that ended: a family missing then failed, and NEW would measure it again at every run.
-    Results files that are no asv result are moved aside first (:func:`asvrun.readable`).
-    """
-    if not [path for path in asvrun.result_files(results, machine, commit) if asvrun.readable(path)]:
-        return False
-    stored = stored_names(results, machine, commit)
-    if all(any(n.startswith(f"add_rmsnorm.{f}.") for n in stored) for f in FAMILIES):
-        return False
-    return not (prov is not None and ended_full_run(provenance.newest(prov, commit)))
-
-
-def ended_full_run(rec: dict | None) -> bool:
-    """Is ``rec`` (a provenance record) of a run of every family that ended (not interrupted)?"""
-    return bool(rec) and rec.get("status") != "interrupted" and rec.get("selection") == []
-
-
-def results_only(commit: str) -> bool:
-    """Does ``commit`` change files, all of them results or provenance (the workflow's "results: ..." commits)?
-
-    An empty commit or a merge that changes nothing against its first parent
-    is no such commit: NEW measures it.
-    """
-    parent = git("rev-list", "--parents", "-n", "1", commit).split()[1:2]
-    diff = ["diff", "-z", "--name-only", parent[0], commit] if parent else \
-        ["diff-tree", "-z", "--root", "--no-commit-id", "--name-only", "-r", commit]
-    paths = [p for p in git(*diff).split("\0") if p]
-    return bool(paths) and all(p.startswith(("results/", "provenance/")) for p in paths)
 
 
 def warn_uncommitted(commits: list[str]) -> None:
@@ -271,7 +93,7 @@ def measure(commit: str, mode: str, machine: str, conf: pathlib.Path, wheels: st
     done = load_state(state) if resume and history else {}
     if resume and history and prov is not None and not done:  # no state here (CI), or an unreadable one
         done = finished_families(provenance.newest(prov / machine, commit))
-    stored = stored_names(results, machine, commit)
+    stored = revisions.stored_names(results, machine, commit)
     started_at, start, status, run, asv_failed = provenance.now(), provenance.gpu_snapshot(), "interrupted", [], []
     log = asvrun.LOGS / f"{commit[:8]}-{started_at.replace(':', '')}.log"
     shown = os.path.relpath(log, ROOT)
@@ -291,7 +113,7 @@ def measure(commit: str, mode: str, machine: str, conf: pathlib.Path, wheels: st
                         "-b", regex] + (["--append-samples"] if append else [])
                 rc = asv(args, asvrun.asv_env(mode, wheels, [regex]), log)
                 run.append(regex)
-                if rc and not any(n.startswith(f"add_rmsnorm.{family}.") for n in stored_names(results, machine, commit)):
+                if rc and not any(n.startswith(f"add_rmsnorm.{family}.") for n in revisions.stored_names(results, machine, commit)):
                     asv_failed.append(f"{family} (asv exit status {rc}, nothing stored: see {shown})")
                     continue
                 if history:
@@ -377,29 +199,17 @@ def families(mode: str, regexes: list[str]) -> list[str]:
     return [f for f in FAMILIES if any(re.search(asvrun.family_regex(f, regexes), e) for e in known)]
 
 
-def stored_names(results: pathlib.Path, machine: str, commit: str) -> set[str]:
-    """The benchmarks stored for ``commit`` in its first results file that is an asv result."""
-    for path in asvrun.result_files(results, machine, commit):
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        if asvrun.is_result(data):
-            return set(data["results"])
-    return set()
-
-
 def cmd_run(a) -> int:
     # Revisions before the mode (detecting it imports torch: seconds), so a bad one is refused at once; NEW needs it.
     mode, machine = detect() if "NEW" in a.revs else (None, None)
-    commits = resolve(a.revs, machine, asvrun.results_dir(mode) if mode else None,
-                      asvrun.provenance_dir(mode) / machine if mode else None)
+    commits = revisions.resolve(a.revs, machine, asvrun.results_dir(mode) if mode else None,
+                              asvrun.provenance_dir(mode) / machine if mode else None)
     if mode is None:
         mode, machine = detect()
     if a.bench and not families(mode, a.bench):
         raise UsageError(f"--bench {a.bench} matches no benchmark of the suite")
     if not commits:  # only NEW gives none
-        last = newest_with_results(machine, asvrun.results_dir(mode), asvrun.provenance_dir(mode) / machine)
+        last = revisions.newest_with_results(machine, asvrun.results_dir(mode), asvrun.provenance_dir(mode) / machine)
         print(f"bench.py run: nothing new on {machine} " + (f"since {last[:10]}" if last else "(no commits)"))
         return 0
     warn_uncommitted(commits)
@@ -743,8 +553,8 @@ COMMANDS = {"run": cmd_run, "publish": cmd_publish, "gate": cmd_gate, "bisect": 
 
 
 def main(argv=None) -> int:
-    # First: a signal from here on stops the run (see catch_signals and arm).
-    old = catch_signals()
+    # First: a signal from here on stops the run (see signals.catch_signals and signals.arm).
+    old = signals.catch_signals()
     argv = sys.argv[1:] if argv is None else list(argv)
     cmd = next((t for t in argv if t in COMMANDS), "")
     # Progress must reach a pipe (CI's log, tee) as it happens, not when the buffer fills.
@@ -755,7 +565,7 @@ def main(argv=None) -> int:
             a = parse(argv)
             return COMMANDS[a.cmd](a)
         finally:
-            _signals["armed"] = False  # unwound: a late signal must not raise inside the reporting below
+            signals.disarm()  # unwound: a late signal must not raise inside the reporting below
     except (KeyboardInterrupt, Exception) as e:
         return report_error(cmd, e)
     finally:
@@ -765,12 +575,12 @@ def main(argv=None) -> int:
 
 def report_error(cmd: str, e: Exception) -> int:
     """One line on stderr (a crash: its traceback too) and the exit status."""
-    if _signals["received"] or isinstance(e, (asvrun.Interrupted, KeyboardInterrupt)):
+    first = signals.first_received()
+    if first or isinstance(e, (asvrun.Interrupted, KeyboardInterrupt)):
         # An error after a signal is the signal's doing (Ctrl-C reaches git's and asv's processes too).
-        sig = (signal.Signals[e.args[0]] if isinstance(e, asvrun.Interrupted)
-               else signal.Signals(_signals["received"][0]) if _signals["received"] else signal.SIGINT)
+        sig = (signal.Signals[e.args[0]] if isinstance(e, asvrun.Interrupted) else first or signal.SIGINT)
         print(f"bench.py {cmd}: interrupted ({sig.name}); finished results are kept", file=sys.stderr)
-        return STOPS[sig]
+        return signals.STOPS[sig]
     if isinstance(e, UsageError):
         print(f"bench.py {cmd}: {e}", file=sys.stderr)
         return 2

@@ -16,6 +16,7 @@ import pytest
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "tools"))
 import asvrun  # noqa: E402
 import bench  # noqa: E402
+import revisions  # noqa: E402
 import bisection  # noqa: E402
 import provenance  # noqa: E402
 import verdict  # noqa: E402
@@ -142,67 +143,6 @@ def test_unreadable_state_means_measure_again(tmp_path, capsys):
     assert bench.load_state(tmp_path / "missing.json") == {}
 
 
-def test_new_starts_after_the_newest_commit_with_results_of_the_mode(tmp_path):
-    head, parent = bench.commit_of("HEAD"), bench.commit_of("HEAD~1")
-    (tmp_path / "m").mkdir()
-    every = {f"add_rmsnorm.{f}.track_ratio('fused', 'bf16 1x64')": None for f in bench.FAMILIES}
-    cols = ["result", "params"]
-    (tmp_path / "m" / f"{parent[:8]}-env.json").write_text(json.dumps({"commit_hash": parent, "results": every,
-                                                                       "result_columns": cols}))
-    (tmp_path / "m" / "garbage-env.json").write_text("{")
-    assert bench.newest_with_results("m", tmp_path) == parent
-    (tmp_path / "m" / "list-env.json").write_text("[]")  # JSON, but no asv result
-    assert bench.newest_with_results("m", tmp_path) == parent
-    if not bench.results_only(head):
-        assert bench.resolve(["NEW"], "m", tmp_path) == [head]
-    # A run cut off after some families (it said "nothing new" and never measured the rest): NEW resumes it.
-    del every["add_rmsnorm.Training.track_ratio('fused', 'bf16 1x64')"]
-    (tmp_path / "m" / f"{parent[:8]}-env.json").write_text(json.dumps({"commit_hash": parent, "results": every,
-                                                                       "result_columns": cols}))
-    assert bench.unfinished(tmp_path, "m", parent) and not bench.unfinished(tmp_path, "m", head)
-    assert bench.resolve(["NEW"], "m", tmp_path)[0] == parent
-
-
-@pytest.mark.parametrize("status, selection, resumed", [
-    ("interrupted", [], True), ("failed cases", ["Inference"], True),  # cut off; a selection's run
-    ("failed cases", [], False), ("complete", [], False),  # every family ran: a missing one failed there
-    (None, None, True)])  # no record, or one from before records named their selection
-def test_new_resumes_a_commit_only_where_its_newest_run_did_not_run_every_family(tmp_path, status, selection,
-                                                                                  resumed):
-    # A family that failed with nothing stored left the commit "unfinished": NEW measured it again at every run.
-    parent = bench.commit_of("HEAD~1")
-    every = {f"add_rmsnorm.{f}.track_ratio": [[1.0], [["'fused'"]]] for f in bench.FAMILIES[1:]}
-    (tmp_path / "r" / "m").mkdir(parents=True)
-    (tmp_path / "r" / "m" / f"{parent[:8]}-env.json").write_text(json.dumps(
-        {"commit_hash": parent, "results": every, "result_columns": ["result", "params"]}))
-    prov = tmp_path / "p" / "m"
-    if status:
-        provenance.record(prov, "m", parent, "gpu", {}, {}, "2026-12-01T00:00:00+00:00", status="interrupted",
-                          extra={"selection": []})  # an older run, cut off
-        provenance.record(prov, "m", parent, "gpu", {}, {}, "2026-12-02T00:00:00+00:00", status=status,
-                          extra={"selection": selection})
-    assert bench.unfinished(tmp_path / "r", "m", parent, prov) is resumed
-
-
-@pytest.mark.parametrize("text", ['{"commit_hash": "%s", "results": null, "result_columns": []}', "[]", "{"])
-def test_new_moves_aside_a_results_file_of_another_shape_instead_of_crashing(tmp_path, text):
-    # "results": null in the commit's file, or a corrupt one sorting first, crashed every `run NEW` (TypeError,
-    # JSONDecodeError) before measure could move it aside.
-    parent = bench.commit_of("HEAD~1")
-    (tmp_path / "m").mkdir()
-    good = {"commit_hash": parent, "result_columns": ["result", "params"],
-            "results": {"add_rmsnorm.Forward.track_ratio": [[1.0], [["'fused'"]]]}}
-    (tmp_path / "m" / f"{parent[:8]}-env.json").write_text(json.dumps(good))
-    bad = tmp_path / "m" / f"{parent[:8]}-aaa.json"  # sorts first
-    bad.write_text(text % parent if "%s" in text else text)
-    assert bench.newest_with_results("m", tmp_path) == parent
-    assert bench.unfinished(tmp_path, "m", parent)  # Forward alone
-    assert not bad.exists() and bad.with_name(bad.name + ".corrupt").exists()
-    assert bench.stored_names(tmp_path, "m", parent) == {"add_rmsnorm.Forward.track_ratio"}
-    (tmp_path / "m" / f"{parent[:8]}-env.json").write_text('{"commit_hash": "%s", "results": null}' % parent)
-    assert bench.newest_with_results("m", tmp_path) is None and bench.stored_names(tmp_path, "m", parent) == set()
-
-
 def test_asv_leaves_no_process_and_no_temporary_file(tmp_path, monkeypatch):
     """asvrun.asv: a child in a process group of its own (as asv runs its children) is killed when asv
     ends, and asv's temporary folder goes."""
@@ -246,7 +186,7 @@ def test_option_like_revisions_are_refused_before_git_sees_them(tmp_path):
     target = tmp_path / "out"
     for rev in (f"--output={target}", f"HEAD~1..--output={target}"):
         with pytest.raises(bench.UsageError, match="looks like an option"):
-            bench.resolve([rev], "m", tmp_path)
+            revisions.resolve([rev], "m", tmp_path)
     assert not target.exists()
     out = subprocess.run([sys.executable, str(bench.ROOT / "tools" / "bench.py"), "run", "--",
                           f"--output={target}"], capture_output=True, text=True)
@@ -350,51 +290,11 @@ def test_a_selection_matching_no_benchmark_is_a_usage_error(fake, capsys, cmd):
 def test_run_new_with_nothing_new_says_so(fake, capsys, monkeypatch):
     """C: NEW after the newest commit with results is empty: one line, exit 0, no summary, asv never started."""
     head = bench.commit_of("HEAD")
-    monkeypatch.setattr(bench, "newest_with_results", lambda machine, results, prov=None: head)
+    monkeypatch.setattr(revisions, "newest_with_results", lambda machine, results, prov=None: head)
     assert main("run", "NEW") == 0
     out = capsys.readouterr().out
     assert out.strip().splitlines() == [f"bench.py run: nothing new on m since {head[:10]}"]
     assert fake.asv == [] and records(fake) == []
-
-
-def test_new_drops_only_commits_of_results_alone(monkeypatch, tmp_path):
-    """D: NEW keeps an empty commit and a merge (git diff-tree prints nothing for both), drops commits that change
-    only results/ and provenance/ (a merge: against its first parent)."""
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@localhost", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@localhost"}
-
-    def g(*args):
-        return subprocess.run(["git", "-c", "commit.gpgsign=false", "-c", "core.hooksPath=/dev/null", *args],
-                              cwd=tmp_path, env=env, check=True, capture_output=True, text=True).stdout.strip()
-
-    def commit(path, message, *extra):
-        if path:
-            (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
-            (tmp_path / path).write_text(message)
-            g("add", path)
-        g("commit", "-q", *extra, "-m", message)
-        return g("rev-parse", "HEAD")
-
-    g("init", "-q", "-b", "main")
-    base = commit("code.py", "base")
-    results = commit("results/m/x.json", "results only")
-    empty = commit(None, "empty", "--allow-empty")
-    g("checkout", "-q", "-b", "side")
-    commit("code2.py", "side: code")
-    g("checkout", "-q", "main")
-    g("merge", "-q", "--no-ff", "-m", "merge code", "side")
-    merge = g("rev-parse", "HEAD")
-    g("checkout", "-q", "-b", "side2", base)
-    commit("provenance/m/y.json", "side2: provenance only")
-    g("checkout", "-q", "main")
-    g("merge", "-q", "--no-ff", "-m", "merge provenance", "side2")
-    both = commit("provenance/m/z.json", "provenance only")
-    monkeypatch.setattr(bench, "ROOT", tmp_path)
-    monkeypatch.setattr(bench, "newest_with_results", lambda machine, results, prov=None: base)
-    assert not bench.results_only(empty) and not bench.results_only(merge)
-    assert bench.results_only(results) and bench.results_only(both)
-    assert bench.resolve(["NEW"], "m", tmp_path) == [empty, merge]
-    assert not bench.results_only(base)  # a root commit: every file is a change
 
 
 @pytest.mark.parametrize("rounds", ["0", "-1", "x"])
@@ -706,6 +606,7 @@ def test_compare_of_a_clean_tree_measures_a_commit_of_its_own(monkeypatch, tmp_p
     git("add", "a.py")
     git("commit", "-qm", "one")
     monkeypatch.setattr(bench, "ROOT", tmp_path)
+    monkeypatch.setattr(revisions, "ROOT", tmp_path)  # where git runs
     for k in ("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL"):
         monkeypatch.delenv(k, raising=False)  # no identity needed
     commit, changed = bench.working_tree_commit()
@@ -839,3 +740,11 @@ def test_new_does_not_measure_again_a_commit_whose_every_family_failed(fake, mon
     assert main("run", "NEW", "--quiet") == 0
     assert "nothing new on m since" in capsys.readouterr().out
     assert [a[0] for a in fake.asv].count("run") == len(bench.FAMILIES)
+
+
+@pytest.mark.parametrize("module", ["asvrun", "bisection", "provenance", "publish", "report", "revisions", "signals",
+                                    "site_offline", "verdict"])
+def test_the_tracker_modules_say_they_are_not_commands(module):
+    out = subprocess.run([sys.executable, str(bench.ROOT / "tools" / f"{module}.py")], capture_output=True, text=True)
+    assert out.returncode == 1 and out.stderr.strip() == (f"tools/{module}.py is a module of the tracker's command "
+                                                         "line: python tools/bench.py --help"), out.stderr[-500:]
