@@ -343,10 +343,16 @@ def keep_earlier_values(path: pathlib.Path, before: dict | None) -> int:
         new["result"] = new_vals
         after["results"][name] = [new.get(c) for c in cols]
     if restored:  # whole or not at all: the file holds every finished value of the commit
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(after, indent=None, sort_keys=True))
-        tmp.replace(path)
+        write_whole(path, json.dumps(after, indent=None, sort_keys=True))
     return restored
+
+
+def write_whole(path: pathlib.Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file and a rename: an interrupt leaves the old file or
+    the new one, never half of one."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
 
 
 if __name__ == "__main__":

@@ -168,9 +168,7 @@ def load_state(path: pathlib.Path) -> dict:
 
 def save_state(path: pathlib.Path, done: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(done))
-    tmp.replace(path)  # an interrupt mid-write leaves the previous state whole
+    asvrun.write_whole(path, json.dumps(done))  # an interrupt mid-write leaves the previous state whole
 
 
 def discovered(mode: str) -> list[str]:

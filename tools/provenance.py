@@ -25,6 +25,8 @@ import subprocess
 import sys
 import threading
 
+import asvrun
+
 SMI_TIMEOUT_S = 20  # nvidia-smi hangs on a GPU in a bad state: a record without it beats no record
 # Snapshot key -> nvidia-smi --query-gpu field; values are kept as the text nvidia-smi prints.
 GPU_FIELDS = {"index": "index", "uuid": "uuid", "gpu": "name", "driver": "driver_version",
@@ -246,9 +248,7 @@ def record(folder: pathlib.Path, machine: str, commit: str, mode: str, start: di
     rec.update(extra or {})
     path = folder / f"{_stem(commit, started_at)}.json"
     folder.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")  # an interrupted write leaves no half record
-    tmp.write_text(json.dumps(rec, indent=1, sort_keys=True) + "\n")
-    tmp.replace(path)
+    asvrun.write_whole(path, json.dumps(rec, indent=1, sort_keys=True) + "\n")
     return path
 
 
