@@ -8,10 +8,10 @@ default ``docs/detection/<machine>/raw.json``):
 
 1. **Injection.** A slow commit adds a chain of dependent float multiplies to
    the forward kernel's row sums and to the backward's dot products (whole rows
-   and the split rows of the wide row; ``patched_source``; the backward's is what
+   and the split rows of the wide row; ``detection_inject.patched_source``; the backward's is what
    slows ``Training``): GPU work on every program's critical path, captured by
    CUDA graphs and timed by events like the kernel itself. Its length is set per
-   case through the tile widths its launches compile (``chain_keys``: decode
+   case through the tile widths its launches compile (``detection_inject.chain_keys``: decode
    ``bf16 1x4096`` has 4096-wide tiles, prefill ``bf16 8192x8192`` 8192-wide),
    so one patch slows each case by its own calibrated amount. The wide row
    (``bf16 1024x65536``, GPU only: ``--regimes wide``) splits its rows into
@@ -49,40 +49,29 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import importlib.util
 import json
 import os
 import pathlib
-import random
-import shutil
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
-import zlib
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 sys.path.insert(1, str(ROOT))
 sys.path.insert(2, str(ROOT / "tools" / "kernel"))
+import asvrun  # noqa: E402
 from _sweep import json_path, names  # noqa: E402
+from detection_history import make_history, record_history  # noqa: E402
+from detection_inject import device_keys, install_variant  # noqa: E402
+from detection_trials import aa_row, markdown, pooled, trials  # noqa: E402
 
 LEVELS = [0.02, 0.03, 0.05, 0.10]
 # Long chains too: at prefill the memory traffic hides hundreds of multiplies, in the training call most
 # (docs/performance.md, "Detection").
 DELAYS = [0, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096]
 CLASSES = ["Forward", "Inference", "ForwardResidual", "Training"]
-ANCHOR = "    sumsq = tl.sum(t * t, axis=1)\n"
-BACKWARD_ANCHOR = "        dot = tl.sum(g * t_hat, axis=1)\n"
-SPLIT_ANCHORS = ["            dot = _exchange(tl.sum(g * t_hat, axis=1), slot_ptr, epoch, block, part, BLOCK_M, SPLITS, "
-                 "SPLITS_POW2)\n",
-                 "            dot = _gather(words, slot_ptr, epoch, block, BLOCK_M, SPLITS, SPLITS_POW2)\n"]
-# Per kernel file: the lines a chain follows and the step it repeats, on runtime values (eps, n_cols) that the
-# compiler cannot fold. The backward carries chains because the forward's alone hardly slows the training call:
-# in the whole-row kernel and in both exchange forms of the split kernel (the wide row's).
-STEPS = {"forward.py": "sumsq = sumsq * (1.0 + eps * 1e-30)", "backward.py": "dot = dot * (1.0 + n_cols * 1e-30)"}
-INJECTED = {"forward.py": [ANCHOR], "backward.py": [BACKWARD_ANCHOR, *SPLIT_ANCHORS]}
 
 
 def experiment_cases(interpret: bool) -> dict[str, str]:
@@ -92,62 +81,12 @@ def experiment_cases(interpret: bool) -> dict[str, str]:
         {"decode": "bf16 1x4096", "prefill": "bf16 8192x8192", "wide": "bf16 1024x65536"}
 
 
-def chain_keys(case: str, max_splits: int, settings) -> list[int]:
-    """The tile widths (``BLOCK_N``) that ``case``'s forward and backward launches compile (the chains' keys)."""
-    from benchmarks._cases import DTYPES, parse
-    from fusedkernel.kernels.backward_rule import backward_config
-    from fusedkernel.kernels.forward_rule import forward_config
-
-    dtype, tokens, hidden = parse(case)
-    size = DTYPES[dtype].itemsize
-    keys = {forward_config(hidden, size, max_splits, settings, tokens, stores).block_n
-            for stores in (False, True)}
-    return sorted(keys | {backward_config(hidden, size, max_splits, settings).block_n})
 
 
-def device_keys(cases: dict) -> dict[str, list[int]]:
-    """{regime: :func:`chain_keys`} with this host's launch settings (call in a child: it touches CUDA)."""
-    from fusedkernel.kernels import launch
-
-    index = -1 if launch.INTERPRET else 0
-    return {r: chain_keys(c, launch._max_splits(index), launch._settings(index)) for r, c in cases.items()}
 
 
-def patched_source(src: str, delays: dict[int, int], kernel: str = "forward.py", lenient: bool = False) -> str:
-    """``kernel``'s source with a chain of ``delays[block_n]`` dependent multiplies after the row sums
-    (forward.py) or the backward's dot products (backward.py: whole rows and both split forms) of tiles that
-    wide. Each line must be there once; ``lenient``: a line that is not there is left out (an older base)."""
-    step = STEPS[kernel]
-    for anchor in INJECTED[kernel]:
-        if src.count(anchor) != 1 and not (lenient and anchor not in src):
-            raise ValueError(f"the line {anchor.strip()!r} was not found once in {kernel}")
-        pad = anchor[:len(anchor) - len(anchor.lstrip())]
-        chain = "".join(f"{pad}if BLOCK_N == {bn}:  # detection experiment: injected slowdown\n"
-                        f"{pad}    for _ in tl.static_range({d}):\n"
-                        f"{pad}        {step}\n" for bn, d in sorted(delays.items()) if d)
-        src = src.replace(anchor, anchor + chain)
-    return src
 
 
-def install_variant(delays: dict[int, int], tmp: pathlib.Path) -> None:
-    """Make this process's fused op launch the patched forward and backward (whole-row and split) kernels
-    (fresh modules)."""
-    from fusedkernel.kernels import launch
-
-    tag = "_".join(f"{k}x{v}" for k, v in sorted(delays.items()))
-    mods = {}
-    # backward.py imports from .forward: its copy loads inside the package.
-    names = {"forward.py": f"fk_forward_{tag}", "backward.py": f"fusedkernel.kernels.fk_backward_{tag}"}
-    for kernel, name in names.items():
-        path = tmp / f"{name.rpartition('.')[2]}.py"
-        path.write_text(patched_source((ROOT / "fusedkernel" / "kernels" / kernel).read_text(), delays, kernel))
-        spec = importlib.util.spec_from_file_location(name, path)
-        mods[kernel] = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mods[kernel])
-    launch._rows_kernel = mods["forward.py"]._rows_kernel
-    launch._bwd_rows_kernel = mods["backward.py"]._bwd_rows_kernel
-    launch._bwd_split_kernel = mods["backward.py"]._bwd_split_kernel  # the wide row's backward
-    launch._compiled.clear()  # its launchers were compiled from the other kernel
 
 
 def selection(cases: dict) -> str:
@@ -289,7 +228,6 @@ def chain_for(curve: list[float], target: float, delays: list[int] = DELAYS) -> 
 
 
 def cmd_measure(a) -> None:
-    import asvrun
     import benchmarks._measure as m
     import provenance
 
@@ -393,128 +331,19 @@ def medians(raw: dict, got: dict) -> dict:
 
 def save(path: pathlib.Path, raw: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(raw, indent=1) + "\n")
-    tmp.replace(path)  # a fault mid-write leaves the previous file whole
+    asvrun.write_whole(path, json.dumps(raw, indent=1) + "\n")  # a fault mid-write leaves the previous file whole
 
 
-# ---------------------------------------------------------------- analysis
-
-def stats_of(samples: list[float]):
-    """asv's (value, (stats, samples)) of one result, as stored with --record-samples."""
-    from asv_runner.statistics import compute_stats
-
-    value, stats = compute_stats(samples, 1)
-    return value, (stats, samples)
 
 
-def publish_flags(history: list, threshold: float) -> list[int]:
-    """Indexes of the commits asv publish flags in a history of (value, (stats, samples)), oldest first."""
-    from asv import _stats
-    from asv.step_detect import detect_regressions, detect_steps
-
-    y = [v for v, _ in history]
-    w = [_stats.get_weight(ss[0]) for _, ss in history]
-    steps = detect_steps(y, w)
-    _, _, jumps = detect_regressions(steps, threshold)
-    # asv's jumps: (revision before, revision after, ...); here revisions are list indexes.
-    return sorted({after for _, after, *_ in jumps or []})
 
 
-class Pools:
-    """Measured processes per level, drawn without replacement (reshuffled when used up)."""
-
-    def __init__(self, raw: dict, cls: str, case: str, seed: int):
-        self.rng = random.Random(seed)
-        self.pools, self.left = {}, {}
-        for p in raw["processes"]:
-            self.pools.setdefault(p["level"], []).append(stats_of(p["ratios"][cls][case]))
-
-    def draw(self, level: float):
-        if not self.left.get(level):
-            self.left[level] = self.rng.sample(self.pools[level], len(self.pools[level]))
-        return self.left[level].pop()
 
 
-def trials(raw: dict, conf: dict, family: str, cls: str, case: str, level: float, n: int) -> list[dict]:
-    """The curve rows of one family and slowdown level: publish, gate and bisect, two placements."""
-    import bisection
-    import verdict
-
-    entry = f"add_rmsnorm.{cls}.track_ratio('fused', '{case}')"
-    thr, gate_thr = verdict.threshold(conf, entry), verdict.gate_threshold(conf, entry)
-    aa = [p for p in raw["processes"] if p["level"] == 0.0]
-    slow = [p for p in raw["processes"] if p["level"] == level]
-    realized = (statistics.median(statistics.median(p["ratios"][cls][case]) for p in slow)
-                / statistics.median(statistics.median(p["ratios"][cls][case]) for p in aa) - 1)
-    rows = []
-    for placement, culprit in (("middle", 4), ("first", 1)):
-        flagged = failed = named = 0
-        for t in range(n):
-            pools = Pools(raw, cls, case, seed=zlib.crc32(f"{family} {level} {placement} {t}".encode()))
-            commits = [pools.draw(0.0) for _ in range(culprit if placement == "first" else 20)]
-            commits += [pools.draw(level) for _ in range(4)]
-            at = len(commits) - 4
-            flagged += at in publish_flags(commits, thr)
-            failed += verdict.compare(entry, *commits[at - 1][:1], *commits[at][:1], commits[at - 1][1],
-                                      commits[at][1], 1 + gate_thr).regressed
-            levels = [0.0] * culprit + [level] * (9 - culprit)  # GOOD + 8 commits, the culprit at `culprit`
-            names = [f"c{i}" for i in range(9)]
-
-            def measure(commit, _levels=levels, _names=names, _pools=pools):
-                return _pools.draw(_levels[_names.index(commit)])
-
-            def remeasure(order, _measure=measure):
-                got = {}
-                for c in order:
-                    v = _measure(c)
-                    got.setdefault(c, []).extend(v[1][1])
-                return {c: stats_of(s) for c, s in got.items()}
-
-            out = bisection.bisect(names, measure, remeasure, 1 + gate_thr, entry, echo=lambda *_: None)
-            named += out.named == names[culprit]
-        rows.append({"family": family, "case": case, "slowdown": round(realized, 4), "target": level,
-                     "placement": placement, "trials": n, "flagged_by_publish": flagged, "failed_gate": failed,
-                     "bisect_named": named, "threshold": thr, "gate_threshold": gate_thr})
-    return rows
 
 
-def pooled(raw: dict, k: int) -> dict:
-    """``raw`` with each commit made of ``k`` measured processes of one level, in measured order,
-    each giving its first ceil(rounds / k) rounds (the suite pooling k processes of as many rounds
-    in all); a level's last processes short of ``k`` are left out."""
-    if k == 1:
-        return raw
-    by_level: dict[float, list] = {}
-    for p in raw["processes"]:
-        by_level.setdefault(p["level"], []).append(p)
-    commits = []
-    for level, procs in by_level.items():
-        for i in range(0, len(procs) - k + 1, k):
-            group = procs[i:i + k]
-            ratios = {cls: {case: [x for p in group for x in p["ratios"][cls][case][:-(-len(v) // k)]]
-                            for case, v in group[0]["ratios"][cls].items()} for cls in group[0]["ratios"]}
-            commits.append({**group[0], "ratios": ratios, "pooled": k})
-    return {**raw, "processes": commits}
 
 
-def aa_row(raw: dict, conf: dict, family: str, cls: str, case: str) -> dict:
-    import verdict
-
-    entry = f"add_rmsnorm.{cls}.track_ratio('fused', '{case}')"
-    thr, gate_thr = verdict.threshold(conf, entry), verdict.gate_threshold(conf, entry)
-    aa = [p for p in raw["processes"] if p["level"] == 0.0]
-    history = [stats_of(p["ratios"][cls][case]) for p in aa]
-    fails = sum(verdict.compare(entry, a[0], b[0], a[1], b[1], 1 + gate_thr).regressed
-                for a, b in zip(history, history[1:]))
-    meds = [v for v, _ in history]
-    by_gpu: dict[str, list[float]] = {}  # processes before GPUs were recorded: "unrecorded"
-    for p, m in zip(aa, meds):
-        by_gpu.setdefault(p.get("gpu_uuid") or "unrecorded", []).append(m)
-    return {"family": family, "case": case, "aa_commits": len(history),
-            "false_flags_publish": len(publish_flags(history, thr)), "false_fails_gate": fails,
-            "spread": round(max(meds) / min(meds) - 1, 4), "threshold": thr, "gate_threshold": gate_thr,
-            "aa_median_by_gpu": {g: [len(v), round(statistics.median(v), 4)] for g, v in by_gpu.items()}}
 
 
 def fail(message: str) -> None:
@@ -550,8 +379,6 @@ def positive(text: str) -> int:
 
 
 def cmd_analyze(a) -> None:
-    import asvrun
-
     conf = asvrun.load_conf()
     paths = [pathlib.Path(r) for r in a.raw] or [ROOT / "docs" / "detection" / asvrun.detect()[1] / "raw.json"]
     rows, out_dir = [], paths[0].parent
@@ -593,130 +420,18 @@ def cmd_history(a) -> None:
         print(f"{c} {lv:.0%}")
 
 
-def markdown(rows: list[dict]) -> str:
-    out = ["| family | case | slowdown (measured) | placement | trials | publish | gate | bisect | thresholds "
-           "(publish / gate, bisect) |", "|---|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        thr = f"{r['threshold']:.3g} / {r.get('gate_threshold', r['threshold']):.3g}"
-        if "aa_commits" in r:
-            out.append(f"| {r['family']} | {r['case']} | A/A ({r['aa_commits']} commits, spread {r['spread']:.2%}) | "
-                       f"– | – | {r['false_flags_publish']} false flags | {r['false_fails_gate']} false fails | – | "
-                       f"{thr} |")
-        else:
-            out.append(f"| {r['family']} | {r['case']} | {r['slowdown']:+.2%} (target {r['target']:.0%}) | "
-                       f"{r['placement']} | {r['trials']} | {r['flagged_by_publish']} | {r['failed_gate']} | "
-                       f"{r['bisect_named']} | {thr} |")
-    return "\n".join(out)
 
 
-# ---------------------------------------------------------------- the recorded history (site test)
-
-IDENTITY = {"GIT_AUTHOR_NAME": "fusedkernel experiment", "GIT_AUTHOR_EMAIL": "experiment@localhost",
-            "GIT_COMMITTER_NAME": "fusedkernel experiment", "GIT_COMMITTER_EMAIL": "experiment@localhost"}
-GIT_CONFIG = ["-c", "commit.gpgsign=false", "-c", "i18n.commitEncoding=UTF-8", "-c", "core.hooksPath=/dev/null",
-              "-c", "core.autocrlf=false"]
-HISTORY = [0.0] * 8 + [0.10] * 4  # the recorded history: 8 unchanged commits, then a 10% slowdown that stays
 
 
-class BaseMissing(RuntimeError):
-    """The base commit is not in the source repository (e.g. a shallow clone)."""
 
 
-def git(*args, cwd, env=None, check=True):
-    return subprocess.run(["git", *GIT_CONFIG, *args], cwd=cwd, env=env, check=check, capture_output=True, text=True)
 
 
-def make_history(repo: pathlib.Path, base: str, levels: list[float], delays: dict,
-                 keep_results: bool = False) -> list[str]:
-    """Clone this repo at ``base`` into ``repo`` (branch main) and commit one commit per level; their hashes.
-
-    Deterministic (fixed identity and dates): the same base gives the same
-    hashes anywhere. A commit whose level differs from its parent's sets the
-    patch of that level in forward.py and (where the base has its line)
-    backward.py; every commit touches docs/experiment.txt.
-    """
-    out = git("rev-parse", "--verify", "--quiet", f"{base}^{{commit}}", cwd=ROOT, check=False)
-    if out.returncode:
-        raise BaseMissing(f"base commit {base} is not in {ROOT} (a shallow clone? git fetch --unshallow)")
-    base = out.stdout.strip()
-    subprocess.run(["git", "clone", "-q", "--no-checkout", str(ROOT), str(repo)], check=True)
-    if git("cat-file", "-e", f"{base}^{{commit}}", cwd=repo, check=False).returncode:
-        git("fetch", "-q", "origin", base, cwd=repo)
-    git("checkout", "-q", "-B", "main", base, cwd=repo)
-    base_time = int(git("show", "-s", "--format=%ct", base, cwd=repo).stdout)
-    kernels = {k: repo / "fusedkernel" / "kernels" / k for k in INJECTED}
-    original = {k: path.read_text() for k, path in kernels.items()}
-    # A base older than the backward's chains (its loops had no such lines) gets the chains its lines allow, the
-    # slow commit its raw files were measured with; the forward's line is always required.
-    commits, level_before = [], 0.0
-    for i, level in enumerate(levels, 1):
-        if i == 1 and not keep_results:  # the experiment's site shows only the experiment's own results
-            git("rm", "-r", "-q", "--ignore-unmatch", "results", "provenance", "docs/detection", cwd=repo)
-        (repo / "docs").mkdir(exist_ok=True)
-        (repo / "docs" / "experiment.txt").write_text(f"commit {i}\n")
-        paths = ["docs/experiment.txt"]
-        if level != level_before:
-            chain = {int(b): d for b, d in delays.get(str(level), {}).items()}
-            for k, path in kernels.items():
-                path.write_text(patched_source(original[k], chain, k, lenient=k != "forward.py") if level
-                                else original[k])
-                paths.append(f"fusedkernel/kernels/{k}")
-        git("add", "--", *paths, cwd=repo)
-        date = f"@{base_time + 60 * i} +0000"
-        env = {**os.environ, **IDENTITY, "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date}
-        git("commit", "-q", "--no-verify", "-m", f"experiment commit {i}" + (f" ({level:.0%} slower)" if level else ""),
-            cwd=repo, env=env)
-        commits.append(git("rev-parse", "HEAD", cwd=repo).stdout.strip())
-        level_before = level
-    return commits
 
 
-def write_results(raw: dict, commits: list[str], levels: list[float], results: pathlib.Path,
-                  benchmarks: dict, machine_json: dict) -> None:
-    """asv results files of ``commits``: each commit's flagged values from one measured process of its level."""
-    from asv.results import Results
-    from asv.runner import BenchmarkResult
-
-    machine = raw["machine"]
-    (results / machine).mkdir(parents=True, exist_ok=True)
-    (results / machine / "machine.json").write_text(json.dumps(machine_json))
-    (results / "benchmarks.json").write_text(json.dumps(benchmarks))
-    pools = {lv: [p for p in raw["processes"] if p["level"] == lv] for lv in set(levels)}
-    for i, (commit, level) in enumerate(zip(commits, levels)):
-        proc = pools[level][i % len(pools[level])]
-        res = Results({"machine": machine, "python": "3.12"}, {}, commit, 1_700_000_000_000 + 60_000 * i, "3.12",
-                      "virtualenv-py3.12", {})
-        for cls in raw["classes"]:
-            b = benchmarks[f"add_rmsnorm.{cls}.track_ratio"]
-            combos = [(i_, c) for i_ in b["params"][0] for c in b["params"][1]]
-            idx = [k for k, (i_, c) in enumerate(combos) if i_ == "'fused'" and c.strip("'") in proc["ratios"][cls]]
-            samples = [proc["ratios"][cls].get(combos[k][1].strip("'")) if k in idx else None
-                       for k in range(len(combos))]
-            res.add_result(b, BenchmarkResult(result=[True if s else None for s in samples], samples=samples,
-                                              number=[1 if s else None for s in samples], errcode=0, stderr="",
-                                              profile=None),
-                           selected_idx=idx, record_samples=True)
-        res.save(str(results))
 
 
-def record_history(raw: dict, record: pathlib.Path) -> None:
-    """``record``: summary.json and asv results of the recorded history (HISTORY), for the site test."""
-    import asvrun
-
-    base = git("rev-parse", "HEAD", cwd=ROOT).stdout.strip()
-    with tempfile.TemporaryDirectory(prefix="fk-history-") as tmp:
-        commits = make_history(pathlib.Path(tmp) / "repo", base, HISTORY, raw["delays"])
-    bench_json = json.loads((asvrun.results_dir("gpu") / "benchmarks.json").read_text())
-    machine_json = json.loads((asvrun.results_dir("gpu") / raw["machine"] / "machine.json").read_text())
-    if (record / "results").exists():
-        shutil.rmtree(record / "results")
-    write_results(raw, commits, HISTORY, record / "results", bench_json, machine_json)
-    slow = commits[HISTORY.index(0.10)]
-    (record / "summary.json").write_text(json.dumps(
-        {"base": base, "levels": HISTORY, "commits": commits, "slow_commit": slow, "machine": raw["machine"],
-         "flagged_entries": [f"add_rmsnorm.{c}.track_ratio('fused', '{case}')" for c in raw["classes"]
-                             for case in raw["cases"].values()]}, indent=1) + "\n")
-    print(f"record: {record} (history of {len(commits)} commits from {base[:10]}, slow {slow[:10]})")
 
 
 def main() -> None:

@@ -1,4 +1,5 @@
-"""tools/detection_experiment.py: the injected slowdown, its calibration, and the analysis on known pools."""
+"""tools/detection_experiment.py and its modules: the injected slowdown (detection_inject), its calibration, and the
+analysis on known pools (detection_trials)."""
 
 import json
 import operator
@@ -16,42 +17,44 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
 import asvrun  # noqa: E402
 import detection_experiment as d  # noqa: E402
+import detection_inject as inject  # noqa: E402
+import detection_trials as analysis  # noqa: E402
 
 FORWARD = (ROOT / "fusedkernel" / "kernels" / "forward.py").read_text()
 
 
 def test_the_patch_adds_one_chain_per_tile_width_after_the_row_sums():
-    out = d.patched_source(FORWARD, {4096: 24, 8192: 0, 1024: 7})
+    out = inject.patched_source(FORWARD, {4096: 24, 8192: 0, 1024: 7})
     assert out.count("tl.static_range(24)") == 1 and out.count("tl.static_range(7)") == 1
     assert "BLOCK_N == 8192" not in out  # a zero chain adds nothing
-    assert out.index(d.ANCHOR) < out.index("BLOCK_N == 1024") < out.index("BLOCK_N == 4096")
-    assert d.patched_source(FORWARD, {}) == FORWARD
+    assert out.index(inject.ANCHOR) < out.index("BLOCK_N == 1024") < out.index("BLOCK_N == 4096")
+    assert inject.patched_source(FORWARD, {}) == FORWARD
     with pytest.raises(ValueError, match="not found once in forward.py"):
-        d.patched_source("no kernel here", {4096: 1})
+        inject.patched_source("no kernel here", {4096: 1})
 
 
 BACKWARD = (ROOT / "fusedkernel" / "kernels" / "backward.py").read_text()
 
 
 def test_the_backward_patch_chains_the_dot_products_of_whole_rows_and_both_split_forms():
-    out = d.patched_source(BACKWARD, {8192: 5}, "backward.py")
-    for anchor in (d.BACKWARD_ANCHOR, *d.SPLIT_ANCHORS):
+    out = inject.patched_source(BACKWARD, {8192: 5}, "backward.py")
+    for anchor in (inject.BACKWARD_ANCHOR, *inject.SPLIT_ANCHORS):
         at = out.index(anchor) + len(anchor)
         pad = anchor[:len(anchor) - len(anchor.lstrip())]
         assert out[at:].startswith(f"{pad}if BLOCK_N == 8192:  # detection experiment: injected slowdown\n"
                                    f"{pad}    for _ in tl.static_range(5):\n"
                                    f"{pad}        dot = dot * (1.0 + n_cols * 1e-30)\n")
-    assert out.count("tl.static_range(5)") == 3 and d.patched_source(BACKWARD, {}, "backward.py") == BACKWARD
+    assert out.count("tl.static_range(5)") == 3 and inject.patched_source(BACKWARD, {}, "backward.py") == BACKWARD
 
 
 def test_the_backward_patch_needs_every_line_unless_lenient():
-    older = BACKWARD.replace(d.SPLIT_ANCHORS[1], "")  # a base before the exchange behind
+    older = BACKWARD.replace(inject.SPLIT_ANCHORS[1], "")  # a base before the exchange behind
     with pytest.raises(ValueError, match="_gather.*not found once in backward.py"):
-        d.patched_source(older, {4096: 2}, "backward.py")
-    assert d.patched_source(older, {4096: 2}, "backward.py", lenient=True).count("tl.static_range(2)") == 2
-    twice = BACKWARD + d.BACKWARD_ANCHOR  # there, but not once: an error even when lenient
+        inject.patched_source(older, {4096: 2}, "backward.py")
+    assert inject.patched_source(older, {4096: 2}, "backward.py", lenient=True).count("tl.static_range(2)") == 2
+    twice = BACKWARD + inject.BACKWARD_ANCHOR  # there, but not once: an error even when lenient
     with pytest.raises(ValueError, match="not found once in backward.py"):
-        d.patched_source(twice, {4096: 2}, "backward.py", lenient=True)
+        inject.patched_source(twice, {4096: 2}, "backward.py", lenient=True)
 
 
 @pytest.mark.parametrize("case, max_splits, keys", [
@@ -62,7 +65,7 @@ def test_the_backward_patch_needs_every_line_unless_lenient():
 def test_the_chain_keys_are_the_tile_widths_of_the_cases_launches_on_the_h200(case, max_splits, keys):
     from fusedkernel.kernels.config import HOPPER
 
-    assert d.chain_keys(case, max_splits, HOPPER) == keys
+    assert inject.chain_keys(case, max_splits, HOPPER) == keys
 
 
 def test_the_committed_raw_files_chains_are_keyed_by_the_h200s_tile_widths():
@@ -71,13 +74,13 @@ def test_the_committed_raw_files_chains_are_keyed_by_the_h200s_tile_widths():
 
     for raw in (ROOT / "docs" / "detection" / "nvidia-h200").glob("raw*.json"):
         data = json.loads(raw.read_text())
-        want = sorted({k for case in data["cases"].values() for k in d.chain_keys(case, 132, HOPPER)})
+        want = sorted({k for case in data["cases"].values() for k in inject.chain_keys(case, 132, HOPPER)})
         # Seeded files carry their seed's chains for regimes they do not measure.
         assert all(set(want) <= set(map(int, chains)) for chains in data["delays"].values()), raw.name
 
 
 def test_the_interpreter_keys_are_its_own_tile_widths():
-    keys = d.in_child(d.device_keys, d.experiment_cases(True))
+    keys = d.in_child(inject.device_keys, d.experiment_cases(True))
     assert keys == {"decode": [64], "prefill": [1024]}
 
 
@@ -116,9 +119,9 @@ def synthetic(noise=0.002, n_aa=20, per_level=8, seed=0):
 
 def test_the_analysis_catches_a_clear_step_and_flags_nothing_unchanged():
     raw, conf = synthetic(), asvrun.load_conf()
-    aa = d.aa_row(raw, conf, "f", "Inference", "bf16 8192x8192")
+    aa = analysis.aa_row(raw, conf, "f", "Inference", "bf16 8192x8192")
     assert aa["aa_commits"] == 20 and aa["false_flags_publish"] == 0 and aa["false_fails_gate"] == 0
-    rows = d.trials(raw, conf, "f", "Inference", "bf16 8192x8192", 0.10, 10)
+    rows = analysis.trials(raw, conf, "f", "Inference", "bf16 8192x8192", 0.10, 10)
     assert [r["placement"] for r in rows] == ["middle", "first"]
     for r in rows:
         assert r["trials"] == 10 and abs(r["slowdown"] - 0.10) < 0.01
@@ -130,16 +133,16 @@ def test_the_aa_row_gives_each_gpu_its_median():
     raw = synthetic()
     for i, p in enumerate(raw["processes"][:20]):
         p["gpu_uuid"] = "GPU-a" if i < 8 else "GPU-b" if i < 14 else None
-    by_gpu = d.aa_row(raw, asvrun.load_conf(), "f", "Inference", "bf16 1x4096")["aa_median_by_gpu"]
+    by_gpu = analysis.aa_row(raw, asvrun.load_conf(), "f", "Inference", "bf16 1x4096")["aa_median_by_gpu"]
     assert {g: n for g, (n, _) in by_gpu.items()} == {"GPU-a": 8, "GPU-b": 6, "unrecorded": 6}
     assert all(1.45 < med < 1.55 for _, med in by_gpu.values())
 
 
 def test_publish_flags_name_the_slow_commit():
-    hist = [d.stats_of([1.0 + 0.001 * (i % 3) for i in range(12)]) for _ in range(10)]
-    hist += [d.stats_of([1.2 + 0.001 * (i % 3) for i in range(12)]) for _ in range(3)]
-    assert d.publish_flags(hist, 0.015) == [10]
-    assert d.publish_flags(hist[:10], 0.015) == []
+    hist = [analysis.stats_of([1.0 + 0.001 * (i % 3) for i in range(12)]) for _ in range(10)]
+    hist += [analysis.stats_of([1.2 + 0.001 * (i % 3) for i in range(12)]) for _ in range(3)]
+    assert analysis.publish_flags(hist, 0.015) == [10]
+    assert analysis.publish_flags(hist[:10], 0.015) == []
 
 
 @pytest.mark.parametrize("args, message", [
@@ -215,7 +218,7 @@ def test_each_commit_measures_each_class_in_a_fresh_child_with_the_injected_kern
     monkeypatch.setattr(d, "measure_once", lambda delays, cases, tmp, cls, real=d.measure_once: (
         real(delays, cases, tmp, cls) | {"pid": os.getpid()}))
     cases = d.experiment_cases(True)
-    keys = d.in_child(d.device_keys, cases)
+    keys = d.in_child(inject.device_keys, cases)
     slow = d.measure_classes({k: 3 for r in cases for k in keys[r]}, cases, tmp_path,
                              ["Forward", "Inference", "Training"])
     same = d.measure_classes({}, cases, tmp_path, ["Inference"])
@@ -265,13 +268,13 @@ def test_a_child_returns_its_result_or_reports_its_error():
 def test_pooling_makes_each_commit_of_k_processes_of_its_level_in_order():
     procs = [{"level": lv, "ratios": {"Inference": {"c": [float(i)] * 12}}}
              for i, lv in enumerate([0.0, 0.1, 0.0, 0.0, 0.1, 0.0, 0.1, 0.0, 0.0])]
-    out = d.pooled({"cases": {}, "processes": procs}, 3)["processes"]
+    out = analysis.pooled({"cases": {}, "processes": procs}, 3)["processes"]
     # A/A: processes 0, 2, 3 then 5, 7, 8; 10%: 1, 4, 6. Each gives its first 4 of 12 rounds.
     assert [(p["level"], p["ratios"]["Inference"]["c"]) for p in out] == [
         (0.0, [0.0] * 4 + [2.0] * 4 + [3.0] * 4), (0.0, [5.0] * 4 + [7.0] * 4 + [8.0] * 4),
         (0.1, [1.0] * 4 + [4.0] * 4 + [6.0] * 4)]
-    assert d.pooled({"processes": procs}, 1)["processes"] is procs
-    assert len(d.pooled({"processes": procs}, 4)["processes"]) == 1  # 6 A/A make one commit; 3 slow none
+    assert analysis.pooled({"processes": procs}, 1)["processes"] is procs
+    assert len(analysis.pooled({"processes": procs}, 4)["processes"]) == 1  # 6 A/A make one commit; 3 slow none
 
 
 def test_the_analysis_of_pooled_commits_is_tagged_and_needs_enough_processes(tmp_path):
@@ -335,3 +338,10 @@ def test_the_progress_line_names_each_class_in_full():
     raw = {"classes": ["Forward", "ForwardResidual"], "cases": {"wide": "bf16 1024x65536"}}
     got = {"Forward": {"bf16 1024x65536": [1.0, 1.2, 1.1]}, "ForwardResidual": {"bf16 1024x65536": [2.0, 2.0]}}
     assert d.medians(raw, got) == {"Forward wide": "1.1000", "ForwardResidual wide": "2.0000"}
+
+
+@pytest.mark.parametrize("module", ["detection_history", "detection_inject", "detection_trials"])
+def test_the_experiment_modules_say_they_are_not_commands(module):
+    out = subprocess.run([sys.executable, str(ROOT / "tools" / f"{module}.py")], capture_output=True, text=True)
+    assert out.returncode == 1 and out.stderr.strip() == (f"tools/{module}.py is a module of the detection experiment: "
+                                                         "python tools/detection_experiment.py --help"), out.stderr[-500:]

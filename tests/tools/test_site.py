@@ -39,7 +39,7 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
-import detection_experiment as experiment  # noqa: E402
+import detection_history  # noqa: E402
 import provenance  # noqa: E402
 
 CHROMIUM = os.environ.get("FUSEDKERNEL_CHROMIUM", "/usr/bin/chromium")
@@ -80,8 +80,8 @@ def history(tmp_path_factory):
     raw = json.loads((RECORD / "raw.json").read_text())
     repo = tmp_path_factory.mktemp("site") / "repo"
     try:
-        commits = experiment.make_history(repo, summary["base"], summary["levels"], raw["delays"])
-    except experiment.BaseMissing as e:
+        commits = detection_history.make_history(repo, summary["base"], summary["levels"], raw["delays"])
+    except detection_history.BaseMissing as e:
         pytest.fail(f"cannot rebuild the recorded history: {e}")
     assert commits == summary["commits"], "the rebuilt history differs from summary.json: record it again"
     for path in ("tools", "benchmarks"):
