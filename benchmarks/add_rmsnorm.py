@@ -63,7 +63,8 @@ def _wanted(cls, impl: str, case: str, regexes: list) -> bool:
 
 def measure(cls) -> dict:
     """{(impl, case): ([op s per round], [floor s per round])}; {("failed", case): message} where a case
-    failed; {("skipped", impl, case): reason} where an implementation does not run a case."""
+    failed; {("failed", impl, case): message} where a peer failed before the rounds (the others still
+    run); {("skipped", impl, case): reason} where an implementation does not run a case."""
     regexes = _selection()
     plan = {case: [i for i in cases.IMPLS if _wanted(cls, i, case, regexes)] for case in cases.cases(cls.op)}
     return measure_plan(cls.op, {case: impls for case, impls in plan.items() if impls})
@@ -85,10 +86,17 @@ def measure_plan(op: str, plan: dict, rounds: int = ROUNDS) -> dict:
             for impl in impls:
                 try:
                     fns[impl] = cases.runner(op, impl, case)
+                    warm_up(fns[impl], 1.0 if first else 0.05)
                 except NotImplementedError as e:
                     out["skipped", impl, case] = str(e)
+                    fns.pop(impl, None)
                     continue
-                warm_up(fns[impl], 1.0 if first else 0.05)
+                except Exception as e:  # noqa: BLE001 - a broken peer (its install, its compile) costs itself
+                    if impl == "fused":
+                        raise
+                    out["failed", impl, case] = f"{type(e).__name__}: {e}"
+                    fns.pop(impl, None)
+                    continue
                 first = False
             if not fns:
                 continue
@@ -128,6 +136,8 @@ class _Op:
         impl, case = params if len(params) == 2 else ("fused", params[0])
         if ("failed", case) in data:
             raise RuntimeError(f"{self.op} {case} failed: {data['failed', case]}")
+        if ("failed", impl, case) in data:
+            raise RuntimeError(f"{impl} {self.op} {case} failed: {data['failed', impl, case]}")
         if (impl, case) not in data:
             why = data.get(("skipped", impl, case), "not measured in this run")
             raise NotImplementedError(f"{impl} does not run {self.op} at {case} here: {why}")

@@ -49,10 +49,15 @@ def valid_machine(name: str) -> bool:
 
 
 def detect() -> tuple[str, str]:
-    """(mode, machine name) for this host: ("gpu", e.g. "nvidia-h200") or ("interpreter", "cpu-triton-interpreter")."""
-    import torch
+    """(mode, machine name) for this host: ("gpu", e.g. "nvidia-h200") or ("interpreter", "cpu-triton-interpreter").
 
-    if torch.cuda.is_available():
+    TRITON_INTERPRET=1 asks for the interpreter on a GPU host too: the suite would otherwise time the
+    interpreter's cases under the GPU's name, into its history.
+    """
+    import torch
+    import triton
+
+    if torch.cuda.is_available() and not triton.knobs.runtime.interpret:
         name = torch.cuda.get_device_name(0)
         mode, machine = "gpu", re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
     else:
@@ -72,8 +77,12 @@ def provenance_dir(mode: str) -> pathlib.Path:
     return ROOT / "provenance" if mode == "gpu" else ROOT / ".asv" / "interpreter" / "provenance"
 
 
-def html_dir(mode: str) -> pathlib.Path:
-    return ROOT / ".asv" / "html" if mode == "gpu" else ROOT / ".asv" / "html" / "interpreter"
+SITE = ROOT / ".asv" / "html"
+
+
+def html_dir(mode: str, site: pathlib.Path = SITE) -> pathlib.Path:
+    """Where ``mode``'s asv site goes in ``site`` (the published one, or one being built)."""
+    return site if mode == "gpu" else site / "interpreter"
 
 
 def load_conf() -> dict:
@@ -83,11 +92,12 @@ def load_conf() -> dict:
 
 
 @contextlib.contextmanager
-def config(mode: str, results: pathlib.Path | None = None):
+def config(mode: str, results: pathlib.Path | None = None, site: pathlib.Path = SITE):
     """A temporary asv config for ``mode`` (absolute paths; removed on exit, also on an interrupt).
 
     ``results`` overrides the results folder (the gate, bisect and compare
-    measure into folders of their own, never into the history).
+    measure into folders of their own, never into the history); ``site``, the
+    site's folder (publish builds a new one beside the published one).
     """
     conf = load_conf()
     conf["repo"] = str(ROOT)
@@ -96,7 +106,7 @@ def config(mode: str, results: pathlib.Path | None = None):
     conf["results_dir"] = str(results or results_dir(mode))
     # {conf_dir} would name the temporary folder: the tools live in the repository.
     conf["install_command"] = [c.replace("{conf_dir}", str(ROOT)) for c in conf["install_command"]]
-    conf["html_dir"] = str(html_dir(mode))
+    conf["html_dir"] = str(html_dir(mode, site))
     if mode == "interpreter":
         # CPU times in the interpreter: nothing is flagged there.
         conf["regressions_first_commits"] = {".*": None}

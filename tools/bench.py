@@ -304,11 +304,13 @@ def cmd_gate(a) -> int:
         if not rows:  # the selection names flagged benchmarks (checked above): they did not run
             raise RunError(f"--bench {regexes}: no flagged benchmark was measured at both commits")
         bad = [r for r in rows if r.regressed]
-        head_line = f"FAILED: {len(bad)} slower beyond the threshold" if bad else "passed"
+        broken = [r for r in rows if r.ratio is None]  # a zero or infinite value: measured, but no ratio
+        head_line = (f"ERROR: {len(broken)} values not compared" if broken else
+                     f"FAILED: {len(bad)} slower beyond the threshold" if bad else "passed")
         text = (f"## Benchmark gate: {head_line}\n\nbase {base[:10]}, head {head[:10]}, {machine}; "
                 f"{len(rows)} flagged values compared\n\n" + verdict.table(sorted(rows, key=lambda r: -(r.ratio or 0)),
                                                                          "base", "head") + "\n")
-        rc = 1 if bad else 0
+        rc = 3 if broken else 1 if bad else 0
     print(text, flush=True)
     if a.summary:
         try:
@@ -335,7 +337,7 @@ def cmd_bisect(a) -> int:
         tmp = pathlib.Path(tmp)
         asv(["machine", "--machine", machine, "--yes", "--config", str(conf)], asvrun.asv_env(mode, a.wheels),
             asvrun.LOGS / "machine.log")
-        chosen = []
+        chosen, failed = [], []  # failed: the cases of the latest measurement that failed
 
         def values(commit):
             files = asvrun.result_files(tmp, machine, commit)
@@ -343,7 +345,8 @@ def cmd_bisect(a) -> int:
             return {e: (v, ss) for e, v, ss in verdict.entries(res)} if res else {}
 
         def one(commit, append=False):
-            measure(commit, mode, machine, conf, a.wheels, regexes, tmp, resume=False, append=append)
+            failed.clear()
+            failed.extend(measure(commit, mode, machine, conf, a.wheels, regexes, tmp, resume=False, append=append))
             vals = values(commit)
             if not chosen:  # the entry: the flagged one the selection names (the largest GOOD->BAD step if several)
                 flagged = [e for e, (v, _) in vals.items() if verdict.flagged(conf_json, e) and re.search(bench, e)
@@ -368,11 +371,21 @@ def cmd_bisect(a) -> int:
         def measure_one(commit):
             if commit not in cache:
                 cache[commit] = one(commit)
-            return cache[commit].get(entry, (None, None))
+            v, ss = cache[commit].get(entry, (None, None))
+            return (None, ss) if v is None or math.isnan(v) else (v, ss)  # NaN: not run, a failure here
 
         def remeasure(order):
+            samples = {}
             for k, commit in enumerate(order):
-                one(commit, append=k >= 2)  # the first visit of each replaces; the second adds samples
+                if commit not in samples:  # the search's values go: a failure would keep them (keep_earlier_values)
+                    for path in asvrun.result_files(tmp, machine, commit):
+                        path.unlink()
+                v, ss = one(commit, append=commit in samples).get(entry, (None, None))  # the second visit adds
+                n = len(ss[1] or []) if ss else 0
+                if entry in failed or v is None or math.isnan(v) or n <= samples.get(commit, 0):
+                    raise RunError(f"{entry} failed to measure again at {commit[:10]} while confirming the step "
+                                   "(see the log above)")
+                samples[commit] = n
             return {c: values(c).get(entry, (None, None)) for c in order}
 
         out = bisection.bisect([good] + after, measure_one, remeasure, factor, entry)
@@ -417,11 +430,18 @@ def cmd_compare(a) -> int:
             and not (r.before != r.before or r.after != r.after)]  # NaN: not run here
     label = "working tree" if changed else "HEAD (a copy)"
     print(f"compare on {machine}: {a.ref} ({ref[:10]}) against the {label}; nothing is written to the history\n")
-    print(verdict.table(rows, a.ref, label))
+    # Only flagged values are judged: the others include GB/s (higher is faster) and the peers' ratios.
+    judged = [r for r in rows if verdict.flagged(conf, r.entry)]
+    if judged:
+        print(verdict.table(judged, a.ref, label))
+    shown = [r for r in rows if not verdict.flagged(conf, r.entry)]
+    if shown:
+        print(("\n" if judged else "") + "Not flagged, so not judged (shown only):\n\n"
+              + verdict.plain_table(shown, a.ref, label))
     if failed:  # a case that failed on either side is no verdict: the table lacks it
         print(f"\ncompare: {len(failed)} failed cases, not in the table: {', '.join(failed[:10])}")
         return 3
-    return 1 if any(r.regressed for r in rows) else 0
+    return 1 if any(r.regressed for r in judged) else 0
 
 
 # compare's default: the flagged ratio at the widths and token counts a kernel change shows first.
@@ -511,6 +531,10 @@ def parse(argv: list[str]) -> argparse.Namespace:
                 raise UsageError(f"{t!r} looks like an option, not a revision or regex; it is no option of {cmd}")
     a = p.parse_args(argv)
     a.bench = [a.bench_regex] if a.cmd == "bisect" else getattr(a, "bench", None)
+    try:
+        verdict.check_conf(asvrun.load_conf())
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     if a.cmd != "publish":
         check_machine(os.environ.get("FUSEDKERNEL_MACHINE"))
         check_regexes(a.bench or [], "BENCH" if a.cmd == "bisect" else "--bench")
@@ -528,6 +552,8 @@ def check_machine(name: str | None) -> None:
 def check_regexes(regexes: list[str], what: str) -> None:
     """Each regex, and each family's combined regex (what asv gets), must compile."""
     for r in regexes:
+        if not r:
+            raise UsageError(f"{what} is empty: name a benchmark (an empty regex matches every one)")
         try:
             re.compile(r)
         except re.error as e:

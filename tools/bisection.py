@@ -7,7 +7,9 @@ naming it measures the named commit and its parent again, alternating, and
 reports both values, their ratio and the Mann-Whitney p. It never assumes
 what it has not measured: GOOD and BAD are measured first, and a range whose
 BAD is not beyond the threshold names nothing. GOOD or BAD failing to measure
-is a run error (``Outcome.error``), not a range without a step.
+is a run error (``Outcome.error``), not a range without a step; a commit between
+them that fails is skipped (its neighbours are measured instead), and a step
+that only failed commits could hold is a run error too.
 
 ``measure(commit)`` returns ``(value, (stats, samples))`` of the one bisected
 benchmark entry (``None`` value when it failed there); ``remeasure(commits)``
@@ -28,7 +30,7 @@ class Outcome:
     reason: str                 # why (one line)
     steps: list                 # (commit, value) in the order measured
     confirmation: object = None  # verdict.Comparison of parent vs named, re-measured
-    error: bool = False          # GOOD or BAD failed to measure: a run error, not "no step"
+    error: bool = False          # a failure to measure decided it: a run error, not "no step"
 
 
 def bisect(commits: list[str], measure, remeasure, factor: float, entry: str, echo=print) -> Outcome:
@@ -59,13 +61,21 @@ def bisect(commits: list[str], measure, remeasure, factor: float, entry: str, ec
         return Outcome(None, f"BAD {commits[last][:10]} is not a step from GOOD ({_fmt(good[0])} -> "
                              f"{_fmt(seen[last][0])}): {check.why('BAD/GOOD')}", steps)
 
-    def slow(i) -> bool:
-        return value(i)[0] is not None and against_good(i).regressed
+    def probe(lo, hi):
+        """A commit between ``lo`` and ``hi`` that measures, the middle first, then its nearest (as ``git bisect
+        skip``: a failed commit is neither slow nor not slow); None when all of them fail."""
+        mid = (lo + hi) // 2
+        return next((i for i in sorted(range(lo + 1, hi), key=lambda i: (abs(i - mid), i))
+                     if value(i)[0] is not None), None)
 
     lo, hi = 0, last  # lo is not slow, hi is
     while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if slow(mid):
+        mid = probe(lo, hi)
+        if mid is None:
+            return Outcome(None, f"the first slow commit is one of {commits[lo + 1][:10]}..{commits[hi][:10]}: "
+                                 f"the {hi - lo - 1} commits after {commits[lo][:10]} (not slow) and before "
+                                 f"{commits[hi][:10]} (slow) failed to measure", steps, error=True)
+        if against_good(mid).regressed:
             hi = mid
         else:
             lo = mid

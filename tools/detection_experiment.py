@@ -71,6 +71,7 @@ LEVELS = [0.02, 0.03, 0.05, 0.10]
 # Long chains too: at prefill the memory traffic hides hundreds of multiplies, in the training call most
 # (docs/performance.md, "Detection").
 DELAYS = [0, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096]
+TRIALS = 40  # histories per family, level and placement
 CLASSES = ["Forward", "Inference", "ForwardResidual", "Training"]
 
 
@@ -173,10 +174,24 @@ def read_json(path: pathlib.Path, what: str) -> dict:
     return out
 
 
-def is_raw(raw: dict) -> bool:
-    """Has ``raw`` the shape of this experiment's raw file?"""
-    return all(isinstance(raw.get(k), t) for k, t in (("cases", dict), ("classes", list), ("delays", dict),
-                                                      ("processes", list)))
+def raw_problem(raw: dict) -> str | None:
+    """What keeps ``raw`` from being this experiment's raw file (its shape, down to each process's ratios), or
+    None: a file that passes gives no traceback and no NaN in the analysis."""
+    if not all(isinstance(raw.get(k), t) for k, t in (("cases", dict), ("classes", list), ("delays", dict),
+                                                      ("processes", list))):
+        return "not a raw file of this experiment (cases, classes, delays, processes)"
+    if not all(isinstance(c, str) for c in raw["cases"].values()) or any(c not in CLASSES for c in raw["classes"]):
+        return f"its cases ({raw['cases']}) or classes ({raw['classes']}) are not the suite's"
+    for k, p in enumerate(raw["processes"], 1):
+        if not isinstance(p, dict) or type(p.get("level")) not in (int, float) or not 0 <= p["level"] < 10:
+            return f"process {k}: no slowdown level"
+        ratios = p.get("ratios") if isinstance(p.get("ratios"), dict) else {}
+        for cls in raw["classes"]:
+            for case in raw["cases"].values():
+                got = ratios[cls].get(case) if isinstance(ratios.get(cls), dict) else None
+                if not (isinstance(got, list) and got and all(type(x) in (int, float) and 0 < x < 1e9 for x in got)):
+                    return f"process {k}: its {cls} {case} ratios are no list of positive numbers ({got!r:.60})"
+    return None
 
 
 def comma_list(text: str, name: str, allowed: list) -> list:
@@ -251,8 +266,8 @@ def cmd_measure(a) -> None:
         fail(f"--raw {raw_path}: not a file in a writable folder")
     raw = read_json(raw_path, "--raw") if raw_path.exists() else {}
     if raw:
-        if not is_raw(raw):
-            fail(f"--raw {raw_path}: not a raw file of this experiment (cases, classes, delays, processes)")
+        if problem := raw_problem(raw):
+            fail(f"--raw {raw_path}: {problem}")
         for name, have, want in (("regimes", raw["cases"], cases), ("classes", raw["classes"], classes)):
             if set(have) != set(want):
                 fail(f"--raw {raw_path} measures {name} {','.join(have)}: pass --{name} {','.join(have)}, "
@@ -355,8 +370,8 @@ def fail(message: str) -> None:
 def load_raw(path: pathlib.Path) -> dict:
     """A raw measurements file, checked: cases, classes, delays and processes with unchanged (A/A) ones."""
     raw = read_json(path, "--raw")
-    if not is_raw(raw):
-        fail(f"{path}: not a raw file of this experiment (cases, classes, delays, processes)")
+    if problem := raw_problem(raw):
+        fail(f"{path}: {problem}")
     if not any(isinstance(p, dict) and p.get("level") == 0.0 for p in raw["processes"]):
         fail(f"{path}: no unchanged (A/A) process measured yet")
     return raw
@@ -381,11 +396,20 @@ def positive(text: str) -> int:
 def cmd_analyze(a) -> None:
     conf = asvrun.load_conf()
     paths = [pathlib.Path(r) for r in a.raw] or [ROOT / "docs" / "detection" / asvrun.detect()[1] / "raw.json"]
-    rows, out_dir = [], paths[0].parent
+    rows, curve = [], pathlib.Path(a.out) if a.out else paths[0].parent / "curve.json"
+    if not a.out and curve.exists():
+        # The committed curve is made of every raw file at the default trials: a partial analysis goes elsewhere.
+        try:
+            made = json.loads(curve.read_text()).get("raws")
+        except (OSError, ValueError, AttributeError):  # unreadable, or no object: replaced only with --out too
+            made = None
+        if made != [p.name for p in paths] or a.regimes or a.pool > 1 or a.trials != TRIALS:
+            fail(f"{curve} is the curve of {made}, unnarrowed, at {TRIALS} trials: this analysis would replace it; "
+                 "pass --out FILE")
     for path in paths:
         raw = pooled(load_raw(path), a.pool)
-        if not any(p["level"] == 0.0 for p in raw["processes"]):
-            fail(f"--pool {a.pool}: {path} has fewer unchanged (A/A) processes than that")
+        if sum(p["level"] == 0.0 for p in raw["processes"]) < 2:  # one commit: no A/A comparison, no false flag
+            fail(f"{path}: fewer than 2 unchanged (A/A) commits" + (f" of {a.pool} processes" if a.pool > 1 else ""))
         regimes = a.regimes.split(",") if a.regimes else list(raw["cases"])
         if not set(regimes) <= set(raw["cases"]):
             fail(f"--regimes {a.regimes}: {path} has {', '.join(raw['cases'])}")
@@ -402,7 +426,6 @@ def cmd_analyze(a) -> None:
                         rows += [{**r, **tag} for r in trials(raw, conf, family, cls, case, level, a.trials)]
     if not rows:
         fail("nothing to analyze: no rows (the committed curve.json is left as it is)")
-    curve = out_dir / "curve.json"
     curve.write_text(json.dumps({"raws": [p.name for p in paths], "rows": rows}, indent=1) + "\n")
     print(markdown(rows))
     print(f"curve: {curve}")
@@ -412,10 +435,12 @@ def cmd_analyze(a) -> None:
 
 def cmd_history(a) -> None:
     """A scratch history of commits at the given levels after HEAD (for a bisect or gate by hand)."""
-    raw, levels = load_raw(pathlib.Path(a.raw)), a.levels
+    raw, levels, out = load_raw(pathlib.Path(a.raw)), a.levels, pathlib.Path(a.out)
     if any(lv and str(lv) not in raw["delays"] for lv in levels):
         fail(f"--levels {levels}: {a.raw} has chains for {', '.join(raw['delays'])} only")
-    commits = make_history(pathlib.Path(a.out), "HEAD", levels, raw["delays"], keep_results=True)
+    if out.exists() and not (out.is_dir() and not any(out.iterdir())):
+        fail(f"--out {a.out}: exists, and is no empty folder (the history is cloned there)")
+    commits = make_history(out, "HEAD", levels, raw["delays"], keep_results=True)
     for c, lv in zip(commits, levels):
         print(f"{c} {lv:.0%}")
 
@@ -453,7 +478,9 @@ def main() -> None:
     n = sub.add_parser("analyze", help="the curve from the raw measurements")
     n.add_argument("--raw", action="append", default=[], help="raw file (repeatable; curve.json goes beside the first)")
     n.add_argument("--regimes", help="only these regimes (decode, prefill, wide)")
-    n.add_argument("--trials", type=positive, default=40, help="histories per family, level and placement")
+    n.add_argument("--trials", type=positive, default=TRIALS, help="histories per family, level and placement")
+    n.add_argument("--out", help="the curve's file (default: curve.json beside the first --raw, which only an "
+                   "analysis of the raw files it lists, unnarrowed, may replace)")
     n.add_argument("--pool", type=positive, default=1,
                    help="a commit = this many measured processes of its level, their rounds split among them")
     n.add_argument("--record", help="also write the recorded history (summary.json, results/) here")

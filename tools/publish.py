@@ -17,6 +17,7 @@ import html
 import json
 import pathlib
 import shlex
+import shutil
 import sys
 import urllib.parse
 
@@ -34,17 +35,16 @@ STYLE = ("<style>body{font-family:sans-serif;max-width:1300px;margin:1em auto;pa
          "nav a{margin-right:1em}.note{color:#555}</style>")
 
 
-def nav(prefix: str = "") -> str:
-    """Links to the site's pages that exist (``prefix``: the way up from a page in a subfolder)."""
-    site = asvrun.html_dir("gpu")
+def nav(prefix: str = "", site: pathlib.Path = asvrun.SITE) -> str:
+    """Links to the pages that exist in ``site`` (``prefix``: the way up from a page in a subfolder)."""
     links = [("now.html", "Now"), ("index.html", "Benchmarks (history)"), ("regressions.html", "Regressions"),
              ("provenance.html", "Provenance"), ("interpreter/index.html", "Interpreter runs (not performance history)")]
     return "<nav>" + "".join(f'<a href="{prefix}{h}">{t}</a>' for h, t in links
                              if h in ("now.html", "regressions.html", "provenance.html") or (site / h).exists()) + "</nav>"
 
 
-def page(title: str, body: str) -> str:
-    return (f'<!doctype html><meta charset="utf-8"><title>{html.escape(title)}</title>{STYLE}\n{nav()}\n'
+def page(title: str, body: str, site: pathlib.Path = asvrun.SITE) -> str:
+    return (f'<!doctype html><meta charset="utf-8"><title>{html.escape(title)}</title>{STYLE}\n{nav("", site)}\n'
             f"<h1>{html.escape(title)}</h1>\n{body}\n")
 
 
@@ -139,7 +139,7 @@ def machine_section(machine: str, results_dir: pathlib.Path, prov_dir: pathlib.P
     return "\n".join(out)
 
 
-def now_page(regressed: dict, conf: dict) -> str:
+def now_page(regressed: dict, conf: dict, site: pathlib.Path = asvrun.SITE) -> str:
     """now.html: per machine, the latest benchmarked commit's table, generated from the results."""
     gpu = ROOT / "results"
     machines = [p.name for p in (sorted(gpu.iterdir()) if gpu.is_dir() else []) if p.is_dir()]
@@ -158,14 +158,14 @@ def now_page(regressed: dict, conf: dict) -> str:
             "flagged: no detection curve has been measured for it, and it moved 1.5–2.4× between runs of the "
             "same host path. GB/s and device time are shown, not flagged: they move with the runner; the flagged "
             "metric is the fused op's time over its floor's, measured in the same rounds.</p>")
-    return page("fusedkernel: where the op stands now", jump + "\n".join(sections) + host)
+    return page("fusedkernel: where the op stands now", jump + "\n".join(sections) + host, site)
 
 
 def regressions_page(regressed: dict, html_dir: pathlib.Path) -> str:
     """regressions.html: each flag with its commit range, its size and the bisect command."""
     if not regressed:
         return page("Regressions", "<p><b>No regressions</b>: every flagged benchmark's latest value is within its "
-                                   "threshold of its best (asv.conf.json, regressions_thresholds).</p>")
+                                   "threshold of its best (asv.conf.json, regressions_thresholds).</p>", html_dir)
     try:
         to_hash = json.loads((html_dir / "index.json").read_text())["revision_to_hash"]
     except (OSError, ValueError, KeyError):  # asv publish failed: name the revisions by number
@@ -185,7 +185,7 @@ def regressions_page(regressed: dict, html_dir: pathlib.Path) -> str:
                         f"<td><code>{html.escape(cmd)}</code></td></tr>")
     return page("Regressions", "<p>Each flag: the range where the step happened (asv's step detection), its size, "
                                "and the command that names the commit.</p><table><tr><th>benchmark</th><th>commits"
-                               "</th><th>size</th><th>bisect</th></tr>" + "".join(rows) + "</table>")
+                               "</th><th>size</th><th>bisect</th></tr>" + "".join(rows) + "</table>", html_dir)
 
 
 BAR = ('<div style="position:fixed;bottom:0;left:0;right:0;z-index:10000;background:#f5f5f5;'
@@ -195,24 +195,34 @@ BAR = ('<div style="position:fixed;bottom:0;left:0;right:0;z-index:10000;backgro
 INTERPRETER_NOTE = ("<b>Interpreter runs on a CPU: not performance history.</b> ")
 
 
-def add_bar(index_html: pathlib.Path, prefix: str, note: str = "") -> None:
+def add_bar(index_html: pathlib.Path, prefix: str, note: str = "", site: pathlib.Path = asvrun.SITE) -> None:
     """Put the navigation bar on asv's own index.html (once), fixed at the bottom, above asv's own."""
     text = index_html.read_text()
     if "fk-bar" in text:
         return
-    bar = BAR.format(nav=nav(prefix), note=note).replace("<div ", '<div id="fk-bar" ', 1)
+    bar = BAR.format(nav=nav(prefix, site), note=note).replace("<div ", '<div id="fk-bar" ', 1)
     index_html.write_text(text.replace("<body>", "<body>" + bar, 1))
 
 
 def publish() -> int:
-    """asv publish of each mode's results, then this module's pages: 0 done, 3 when asv publish failed."""
+    """asv publish of each mode's results, then this module's pages: 0 done, 3 when asv publish failed.
+
+    The site is built beside the published one and takes its place when whole: asv publish empties its folder
+    first, and an interrupt (or a failure) must not leave half a site, or none, where the last one was.
+    """
     conf = asvrun.load_conf()
+    final = asvrun.SITE
+    new, old = final.with_name(final.name + ".new"), final.with_name(final.name + ".old")
+    if old.is_dir() and not final.exists():  # a publish stopped between its two renames
+        old.rename(final)
+    for stale in (new, old):
+        shutil.rmtree(stale, ignore_errors=True)
     rc = 0
     for mode in ("gpu", "interpreter"):
         results = asvrun.results_dir(mode)
         if not (results / "benchmarks.json").exists():
             continue
-        with asvrun.config(mode) as path:
+        with asvrun.config(mode, site=new) as path:
             # Its progress to the log only: `make bench` ends with the run's summary and the lines below.
             code = asvrun.asv(["publish", "--config", str(path)], asvrun.asv_env(mode, None),
                               asvrun.LOGS / "publish.log", echo=lambda _line: None)
@@ -220,26 +230,30 @@ def publish() -> int:
             print(f"asv publish ({mode}) failed: see {asvrun.LOGS / 'publish.log'}; the other pages are still written")
             rc = 3
             continue
-        print(f"asv publish ({mode}): {asvrun.html_dir(mode)} (log: {asvrun.LOGS / 'publish.log'})")
-        external = site_offline.make_offline(asvrun.html_dir(mode))
+        print(f"asv publish ({mode}): {asvrun.html_dir(mode, final)} (log: {asvrun.LOGS / 'publish.log'})")
+        external = site_offline.make_offline(asvrun.html_dir(mode, new))
         if external:
             print(f"warning: the site still loads {', '.join(external)} from outside (a new asv version?): "
                   "add local copies to tools/site_vendor/ and tools/site_offline.py")
-    site, interp = asvrun.html_dir("gpu"), asvrun.html_dir("interpreter")
+    site, interp = new, asvrun.html_dir("interpreter", new)
     site.mkdir(parents=True, exist_ok=True)
     regressed = flags(site)
-    (site / "now.html").write_text(now_page(regressed, conf))
+    (site / "now.html").write_text(now_page(regressed, conf, site))
     (site / "regressions.html").write_text(regressions_page(regressed, site))
-    n = provenance.render(ROOT / "provenance", site / "provenance.html", nav())
+    n = provenance.render(ROOT / "provenance", site / "provenance.html", nav("", site))
     if interp.is_dir():
-        provenance.render(asvrun.provenance_dir("interpreter"), interp / "provenance.html", nav("../"))
+        provenance.render(asvrun.provenance_dir("interpreter"), interp / "provenance.html", nav("../", site))
     if (site / "index.html").exists():
-        add_bar(site / "index.html", "")
+        add_bar(site / "index.html", "", site=site)
     if (interp / "index.html").exists():
-        add_bar(interp / "index.html", "../", INTERPRETER_NOTE)
-    print(f"site: {site}/now.html (where the op stands), index.html (history), regressions.html "
+        add_bar(interp / "index.html", "../", INTERPRETER_NOTE, site)
+    if final.exists():
+        final.rename(old)
+    new.rename(final)
+    shutil.rmtree(old, ignore_errors=True)
+    print(f"site: {final}/now.html (where the op stands), index.html (history), regressions.html "
           f"({len(regressed)} flagged), provenance.html ({n} runs)")
-    print(f"browse it with: {sys.executable} -m http.server -d {site} 8080  (then open http://localhost:8080/now.html)")
+    print(f"browse it with: {sys.executable} -m http.server -d {final} 8080  (then open http://localhost:8080/now.html)")
     return rc
 
 

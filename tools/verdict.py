@@ -4,9 +4,9 @@ One source: ``asv.conf.json``. ``regressions_thresholds`` sets each flagged
 family's threshold for asv publish, which compares the history across runs
 and runners (asv's rule: the largest threshold whose regex matches
 ``benchmark(params)`` from the start; 0.05 where none does);
-``gate_thresholds`` (same form; where absent, ``regressions_thresholds``) sets
-it for the gate, compare and the bisect, which measure both sides in one
-session. ``regressions_first_commits`` with ``null`` marks what is never
+``gate_thresholds`` (same form; for a benchmark none of its regexes matches,
+``regressions_thresholds``) sets it for the gate, compare and the bisect,
+which measure both sides in one session. ``regressions_first_commits`` with ``null`` marks what is never
 flagged. asv publish flags a step when the latest level exceeds the best by
 more than the threshold; the gate and the bisect use theirs as a factor
 (1 + threshold), with asv's own significance test (Mann-Whitney on the
@@ -27,20 +27,34 @@ P_THRESHOLD = 0.002  # asv's significance level (asv._stats.is_different's defau
 PUBLISH_KEY, GATE_KEY = "regressions_thresholds", "gate_thresholds"
 
 
-def thresholds(conf: dict, key: str = PUBLISH_KEY) -> dict[str, float]:
-    return {k: float(v) for k, v in conf.get(key, {}).items()}
+def check_conf(conf: dict) -> None:
+    """ValueError naming the asv.conf.json key of a threshold that is not a number >= 0, or of a regex that
+    does not compile (asv would crash on it, or the gate divide by it, after measuring)."""
+    for key in (PUBLISH_KEY, GATE_KEY, "regressions_first_commits"):
+        table = conf.get(key, {})
+        if not isinstance(table, dict):
+            raise ValueError(f"asv.conf.json's {key} must be an object of regex: threshold, got {table!r}")
+        for regex, v in table.items():
+            try:
+                re.compile(regex)
+            except re.error as e:
+                raise ValueError(f"asv.conf.json's {key}: {regex!r} is not a valid regex ({e})") from None
+            if key != "regressions_first_commits" and not (type(v) in (int, float) and 0 <= v < math.inf):
+                raise ValueError(f"asv.conf.json's {key}[{regex!r}] must be a number >= 0, got {v!r}")
 
 
 def threshold(conf: dict, entry: str, key: str = PUBLISH_KEY) -> float:
     """asv publish's threshold for ``entry`` ("name(params)"), or ``key``'s: the largest matching one."""
-    found = [v for k, v in thresholds(conf, key).items() if re.match(k, entry)]
+    found = [float(v) for k, v in conf.get(key, {}).items() if re.match(k, entry)]
     return max(found) if found else DEFAULT_THRESHOLD
 
 
 def gate_threshold(conf: dict, entry: str) -> float:
-    """The gate's, compare's and the bisect's threshold for ``entry``: from ``gate_thresholds`` where
-    asv.conf.json has that key, else publish's."""
-    return threshold(conf, entry, GATE_KEY if GATE_KEY in conf else PUBLISH_KEY)
+    """The gate's, compare's and the bisect's threshold for ``entry``: from ``gate_thresholds`` where one of
+    its regexes matches, else publish's."""
+    if any(re.match(k, entry) for k in conf.get(GATE_KEY, {})):
+        return threshold(conf, entry, GATE_KEY)
+    return threshold(conf, entry)
 
 
 def flagged(conf: dict, entry: str) -> bool:
@@ -72,7 +86,8 @@ class Comparison:
 
     @property
     def ratio(self) -> float | None:
-        if self.before and self.after is not None and math.isfinite(self.before):
+        """after / before; None unless both are finite and before > 0 (a value missing, NaN or broken)."""
+        if _finite(self.before) and _finite(self.after) and self.before > 0:
             return self.after / self.before
         return None
 
@@ -145,6 +160,10 @@ def _nan(v) -> bool:
     return isinstance(v, float) and math.isnan(v)
 
 
+def _finite(v) -> bool:
+    return isinstance(v, (int, float)) and math.isfinite(v)
+
+
 def label(r: Comparison) -> str:
     """The verdict column: what was decided and on which condition."""
     sig = f"p < {P_THRESHOLD}" if r.p is not None and r.p < P_THRESHOLD else "significant"
@@ -170,6 +189,15 @@ def table(rows: list[Comparison], before: str = "before", after: str = "after") 
     lines.append(f"\nratio = {after} / {before}. A ratio beyond the benchmark's factor (x, 1 + its asv.conf.json "
                  "gate threshold) counts only when significant: asv's Mann-Whitney test on the samples, "
                  f"p < {P_THRESHOLD} (with too few samples, 99% confidence intervals that do not overlap).")
+    return "\n".join(lines)
+
+
+def plain_table(rows: list[Comparison], before: str = "before", after: str = "after") -> str:
+    """A markdown table of values that are shown, not judged: benchmark, before, after, after / before."""
+    lines = [f"| benchmark | {before} | {after} | ratio |", "|---|---|---|---|"]
+    for r in rows:
+        ratio = "–" if r.ratio is None else f"{r.ratio:.3f}"
+        lines.append(f"| {r.entry} | {r.before:.4g} | {r.after:.4g} | {ratio} |")
     return "\n".join(lines)
 
 

@@ -89,3 +89,39 @@ def test_a_case_no_implementation_runs_is_skipped_not_failed(monkeypatch):
     data = suite.measure_plan("forward", {"bf16 1x64": ["fused", "eager"]})
     assert data == {("skipped", "fused", "bf16 1x64"): "fused needs a GPU",
                     ("skipped", "eager", "bf16 1x64"): "eager needs a GPU"}
+
+
+@pytest.mark.parametrize("where", ["runner", "warm_up"])
+def test_a_failing_peer_costs_itself_not_the_fused_value(monkeypatch, where):
+    # A review's find: any error but NotImplementedError from a peer (a broken install's OSError) failed the
+    # whole case, the flagged fused value with it.
+    real_runner, real_warm_up = cases.runner, suite.warm_up
+    broken = lambda: (_ for _ in ()).throw(OSError("libcute_dsl.so: cannot open shared object file"))  # noqa: E731
+
+    def runner(op, impl, case):
+        if impl == "eager" and where == "runner":
+            broken()
+        fn = real_runner(op, impl, case)
+        return broken if impl == "eager" else fn
+
+    monkeypatch.setattr(cases, "runner", runner)
+    monkeypatch.setattr(suite, "warm_up", lambda fn, seconds: real_warm_up(fn, 0.0))
+    data = suite.measure_plan("forward", {"bf16 1x64": ["fused", "eager", "compiled"]}, rounds=2)
+    assert set(data) == {("fused", "bf16 1x64"), ("compiled", "bf16 1x64"), ("failed", "eager", "bf16 1x64")}
+    assert data["failed", "eager", "bf16 1x64"] == "OSError: libcute_dsl.so: cannot open shared object file"
+    bench = suite.Forward()
+    bench.setup(data, "fused", "bf16 1x64")
+    with pytest.raises(RuntimeError, match="eager forward bf16 1x64 failed: OSError: libcute_dsl"):  # asv: failed
+        bench.setup(data, "eager", "bf16 1x64")
+
+
+def test_the_fused_op_failing_fails_its_case(monkeypatch):
+    def runner(op, impl, case):
+        if impl == "fused":
+            raise OSError("planted")
+        return lambda: None
+
+    monkeypatch.setattr(cases, "runner", runner)
+    monkeypatch.setattr(suite, "warm_up", lambda fn, seconds: None)
+    data = suite.measure_plan("forward", {"bf16 1x64": ["fused", "eager"]}, rounds=2)
+    assert data == {("failed", "bf16 1x64"): "OSError: planted"}

@@ -123,6 +123,26 @@ def test_bisection_names_nothing(levels, error):
     assert out.named is None and out.error is error
 
 
+@pytest.mark.parametrize("levels, named, order", [
+    # A review's find: c2 failing read as "not slow", the search went right and the step at c1 was "not confirmed".
+    ([1, 3, None, 3, 3], "c1", ["c0", "c4", "c2", "c1", "c0", "c1", "c0", "c1"]),
+    ([1, 1, None, 1, 3, 3], "c4", ["c0", "c5", "c2", "c1", "c3", "c4", "c3", "c4", "c3", "c4"]),
+])
+def test_bisection_skips_a_commit_that_fails_to_measure(levels, named, order):
+    names, one, again, measured = fake_history(levels)
+    out = bisection.bisect(names, one, again, 1.5, "e", echo=lambda *_: None)
+    assert out.named == named and not out.error
+    assert measured == order  # the failed one's nearest neighbour instead, as git bisect skip
+
+
+def test_bisection_cannot_name_a_step_that_only_failed_commits_hold():
+    names, one, again, _ = fake_history([1, None, None, 3])
+    out = bisection.bisect(names, one, again, 1.5, "e", echo=lambda *_: None)
+    assert out.named is None and out.error
+    assert out.reason == "the first slow commit is one of c1..c3: the 2 commits after c0 (not slow) and before c3 " \
+                         "(slow) failed to measure"
+
+
 def test_failed_cases_names_every_case_of_a_failed_benchmark(tmp_path):
     (tmp_path / "m").mkdir()
     cols = ["result", "params", "version"]
@@ -546,7 +566,9 @@ def test_an_option_like_revision_is_named(fake, capsys, argv):
 def test_publish_and_the_gate_take_their_own_thresholds():
     conf = {"regressions_thresholds": {"a.*": 0.025, "ab.*": 0.03}, "gate_thresholds": {"a.*": 0.015}}
     assert verdict.threshold(conf, "abc") == 0.03 and verdict.gate_threshold(conf, "abc") == 0.015
-    assert verdict.gate_threshold(conf, "x") == verdict.DEFAULT_THRESHOLD  # the gate's key has no match
+    assert verdict.gate_threshold(conf, "x") == verdict.DEFAULT_THRESHOLD  # no key matches: asv's default
+    # No gate regex matches: that benchmark's publish threshold (the gate's key used to give asv's 0.05).
+    assert verdict.gate_threshold({**conf, "regressions_thresholds": {"b.*": 0.04}}, "b1") == 0.04
     del conf["gate_thresholds"]
     assert verdict.gate_threshold(conf, "abc") == 0.03  # no gate key: publish's
     # The project's: prefill publish above the lease-to-lease drift, the gate at the one-session spread.
@@ -748,3 +770,183 @@ def test_the_tracker_modules_say_they_are_not_commands(module):
     out = subprocess.run([sys.executable, str(bench.ROOT / "tools" / f"{module}.py")], capture_output=True, text=True)
     assert out.returncode == 1 and out.stderr.strip() == (f"tools/{module}.py is a module of the tracker's command "
                                                          "line: python tools/bench.py --help"), out.stderr[-500:]
+
+
+ENTRY = "add_rmsnorm.Inference.track_ratio('fused', 'bf16 1x64')"
+
+
+@pytest.fixture
+def fake_bisect(fake, monkeypatch):
+    """bench.py bisect over g (GOOD), c1, c2 (BAD) with values from ``fake.levels`` ({commit: level, or None
+    for a failure}); ``fake.fail_at`` (a visit number) makes that measurement fail: listed as failed and the
+    stored samples kept, as asv and keep_earlier_values leave them; ``fake.silent`` leaves them without a
+    failure listed (asv stopped before it stored anything)."""
+    from asv.results import Results
+    from asv_runner.statistics import compute_stats
+
+    commits = {"g": "a" * 40, "c1": "b" * 40, "c2": "c" * 40}
+    names = {v: k for k, v in commits.items()}
+    store, visits = {}, []
+    fake.levels, fake.fail_at, fake.silent = {"g": 1.0, "c1": 3.0, "c2": 3.0}, None, False
+
+    def measure(commit, mode, machine, conf, wheels, regexes, results, *, resume=True, append=False, prov=None):
+        visits.append(names[commit])
+        if len(visits) == fake.fail_at:
+            return [] if fake.silent else [ENTRY]
+        level = fake.levels[names[commit]]
+        if level is None:
+            store[commit] = [None]
+            return [ENTRY]
+        new = [level * (1 + k / 1000) for k in range(8)]
+        store[commit] = (store.get(commit, []) if append else []) + new
+        return []
+
+    def entries(res):
+        samples = store.get(res)
+        if samples is None:
+            return []
+        if samples == [None]:
+            return [(ENTRY, None, (None, None))]
+        value, stats = compute_stats(samples, 1)
+        return [(ENTRY, value, (stats, samples))]
+
+    monkeypatch.setattr(bench, "range_commits", lambda text: (commits["g"], [commits["c1"], commits["c2"]]))
+    monkeypatch.setattr(bench, "selection_matches", lambda mode, regexes: True)
+    monkeypatch.setattr(bench, "measure", measure)
+    class File(str):
+        def unlink(self):
+            del store[self]
+
+    monkeypatch.setattr(asvrun, "result_files", lambda results, machine, c: [File(c)] if c in store else [])
+    monkeypatch.setattr(Results, "load", staticmethod(lambda path: str(path)))
+    monkeypatch.setattr(bench.verdict, "entries", entries)
+    monkeypatch.setattr(bench, "git", lambda *args: "bbbbbbb subject")
+    fake.visits = visits
+    return fake
+
+
+def test_bisect_names_a_step_it_confirmed_on_new_samples(fake_bisect, capsys):
+    assert main("bisect", "g..c2", r"Inference.track_ratio\('fused', 'bf16 1x64'\)") == 0
+    assert fake_bisect.visits == ["g", "c2", "c1", "g", "c1", "g", "c1"]
+    assert f"bisect: first slow commit {'b' * 40}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("visit", [4, 5, 6, 7])
+@pytest.mark.parametrize("silent", [False, True])
+def test_bisect_refuses_to_confirm_on_values_it_did_not_measure_again(fake_bisect, capsys, visit, silent):
+    # A review's find: a failed re-measurement kept the search's values (keep_earlier_values), and the step was
+    # "confirmed" on them.
+    fake_bisect.fail_at, fake_bisect.silent = visit, silent
+    assert main("bisect", "g..c2", r"Inference.track_ratio\('fused', 'bf16 1x64'\)") == 3
+    commit = ("a" if visit % 2 == 0 else "b") * 10
+    assert f"run error: {ENTRY} failed to measure again at {commit} while confirming" in capsys.readouterr().err
+
+
+def test_bisect_takes_a_failed_commit_for_neither_slow_nor_not(fake_bisect, capsys):
+    fake_bisect.levels["c1"] = None  # the step's only candidate besides BAD failed: BAD is named, its parent
+    assert main("bisect", "g..c2", r"Inference.track_ratio\('fused', 'bf16 1x64'\)") == 3  # cannot confirm
+    out = capsys.readouterr()
+    assert "the first slow commit is one of bbbbbbbbbb..cccccccccc" in out.out, out
+
+
+@pytest.mark.parametrize("bench_args", [("bisect", "g..c2", ""), ("gate", "HEAD~1", "HEAD", "--bench", "")])
+def test_an_empty_regex_is_refused(fake, capsys, bench_args):
+    assert main(*bench_args) == 2
+    refused_before_anything(fake, capsys, "is empty: name a benchmark")
+
+
+@pytest.mark.parametrize("key, value, words", [
+    ("gate_thresholds", "abc", "must be a number >= 0, got 'abc'"),
+    ("gate_thresholds", None, "must be a number >= 0, got None"),
+    ("gate_thresholds", -1, "must be a number >= 0, got -1"),
+    ("gate_thresholds", "0.015", "must be a number >= 0, got '0.015'"),
+    ("regressions_thresholds", True, "must be a number >= 0, got True"),
+    ("regressions_thresholds", float("inf"), "must be a number >= 0, got inf"),
+])
+def test_a_bad_threshold_is_refused_before_anything_runs(fake, capsys, monkeypatch, key, value, words):
+    # A review's find: "abc" crashed the gate after measuring both commits, -1 divided by zero, "0.015" passed.
+    conf = asvrun.load_conf()
+    conf[key] = {**conf[key], ".*x": value}
+    monkeypatch.setattr(asvrun, "load_conf", lambda: conf)
+    for argv in (("gate", "HEAD~1", "HEAD"), ("compare",), ("publish",), ("run", "HEAD")):
+        assert main(*argv) == 2
+        refused_before_anything(fake, capsys, f"asv.conf.json's {key}['.*x'] {words}")
+
+
+def test_a_threshold_regex_that_does_not_compile_is_refused(fake, capsys, monkeypatch):
+    conf = {**asvrun.load_conf(), "gate_thresholds": {"(": 0.01}}
+    monkeypatch.setattr(asvrun, "load_conf", lambda: conf)
+    assert main("gate", "HEAD~1", "HEAD") == 2
+    refused_before_anything(fake, capsys, "asv.conf.json's gate_thresholds: '(' is not a valid regex")
+
+
+@pytest.mark.parametrize("before, after", [(0.0, 1.0), (float("inf"), 1.0), (1.0, float("inf")),
+                                           (1.0, float("nan")), (None, 1.0)])
+def test_a_value_that_gives_no_ratio_is_not_compared(before, after):
+    # NaN at BAD read "BAD/GOOD = nan, beyond x1.05 but not significant"; inf at HEAD read REGRESSED.
+    row = verdict.compare("e", before, after, None, None, 1.05)
+    assert row.ratio is None and not row.regressed and verdict.label(row) == "not compared"
+    assert row.why("BAD/GOOD") == "BAD/GOOD: not compared (a value is missing)"
+
+
+def fake_results(values: dict):
+    """An object verdict.entries reads: {entry: value}, no stats or samples."""
+    class R:
+        def get_all_result_keys(self):
+            return list(values)
+
+        def get_result_params(self, name):
+            return []
+
+        def get_result_value(self, name, params):
+            return [values[name]]
+
+        def get_result_stats(self, name, params):
+            return [None]
+
+        def get_result_samples(self, name, params):
+            return [None]
+    return R()
+
+
+def test_the_gate_with_a_value_it_cannot_compare_is_a_run_error(fake, capsys, monkeypatch):
+    monkeypatch.setattr(bench, "measure_pair", lambda *a, **k: ((fake_results({ENTRY: 1.0}),
+                                                                   fake_results({ENTRY: float("inf")})), []))
+    assert main("gate", "HEAD~1", "HEAD") == 3
+    assert "## Benchmark gate: ERROR: 1 values not compared" in capsys.readouterr().out
+
+
+def test_compare_judges_flagged_values_only(monkeypatch, capsys):
+    # A review's find: `compare --bench Forward` judged GB/s (higher is faster) and the peers' ratios, so a
+    # faster kernel exited 1 with its GB/s "REGRESSED".
+    import argparse
+
+    gbps, peer = "add_rmsnorm.Forward.track_gbps('bf16 1x64')", "add_rmsnorm.Forward.track_ratio('eager', 'bf16 1x64')"
+    flagged = "add_rmsnorm.Forward.track_ratio('fused', 'bf16 1x64')"
+    before = fake_results({gbps: 10.0, peer: 3.0, flagged: 1.25})
+    after = fake_results({gbps: 12.5, peer: 3.6, flagged: 1.0})  # 20% faster; the peer's ratio noise +20%
+    monkeypatch.setattr(bench, "commit_of", lambda rev: "a" * 40)
+    monkeypatch.setattr(bench, "detect", lambda: ("gpu", "m"))
+    monkeypatch.setattr(bench, "families", lambda mode, regexes: ["Forward"])
+    monkeypatch.setattr(bench, "working_tree_commit", lambda: ("b" * 40, True))
+    monkeypatch.setattr(bench, "measure_pair", lambda *a, **k: ((before, after), []))
+    assert bench.cmd_compare(argparse.Namespace(ref="HEAD", bench=["Forward"], wheels=None, rounds=1)) == 0
+    out = capsys.readouterr().out
+    judged, shown = out.split("Not flagged, so not judged (shown only):")
+    assert flagged in judged and "faster" in judged and gbps not in judged and peer not in judged
+    assert f"| {gbps} | 10 | 12.5 | 1.250 |" in shown and f"| {peer} | 3 | 3.6 | 1.200 |" in shown
+    assert "REGRESSED" not in out
+
+
+@pytest.mark.parametrize("interpret, want", [("1", ("interpreter", "cpu-triton-interpreter")),
+                                             ("0", ("gpu", "nvidia-h200"))])
+def test_triton_interpret_on_a_gpu_host_is_the_interpreter_mode(monkeypatch, interpret, want):
+    # A review's find: TRITON_INTERPRET=1 in a GPU host's environment reached asv in GPU mode, and the suite
+    # would have timed the interpreter's cases into the H200's history.
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=0: "NVIDIA H200")
+    monkeypatch.setenv("TRITON_INTERPRET", interpret)
+    monkeypatch.delenv("FUSEDKERNEL_MACHINE", raising=False)
+    assert asvrun.detect() == want

@@ -166,6 +166,18 @@ def test_publish_flags_name_the_slow_commit():
     (["measure", "--raw", "NEW", "--seed", "/nonexistent.json"], "--seed /nonexistent.json: not readable JSON"),
     (["measure", "--raw", "BROKEN"], "not readable JSON"),
     (["measure", "--raw", "/proc/nope/raw.json"], "not a file in a writable folder"),
+    # A review's finds: tracebacks, or NaN and "0 false flags" written into the curve.
+    (["analyze", "--raw", "NO_SAMPLES"], "process 1: its Inference bf16 1x4096 ratios are no list of positive numbers"),
+    (["analyze", "--raw", "NAN"], "process 1: its Inference bf16 1x4096 ratios are no list of positive numbers"),
+    (["analyze", "--raw", "STRINGS"], "process 1: its Inference bf16 1x4096 ratios are no list of positive numbers"),
+    (["analyze", "--raw", "NO_RATIOS"], "process 1: its Inference bf16 1x4096 ratios are no list"),
+    (["analyze", "--raw", "NO_CASE"], "process 1: its Inference bf16 8192x8192 ratios are no list"),
+    (["analyze", "--raw", "NO_OBJECT"], "process 1: no slowdown level"),
+    (["analyze", "--raw", "CASE_NUMBER"], "its cases ({'prefill': 5}) or classes (['Inference']) are not the suite's"),
+    (["analyze", "--raw", "CLASS"], "or classes (['Nope']) are not the suite's"),
+    (["analyze", "--raw", "ONE_AA"], "fewer than 2 unchanged (A/A) commits"),
+    (["measure", "--raw", "NAN"], "process 1: its Inference bf16 1x4096 ratios are no list of positive numbers"),
+    (["history", "--raw", "RAW", "--levels", "0,0", "--out", "NOT_EMPTY"], "exists, and is no empty folder"),
 ])
 def test_bad_arguments_are_one_line_and_leave_the_curve_alone(args, message, tmp_path):
     raw = tmp_path / "raw.json"
@@ -181,9 +193,23 @@ def test_bad_arguments_are_one_line_and_leave_the_curve_alone(args, message, tmp
     seed_odd.write_text(json.dumps({**synthetic(), "cases": interpreter, "delays": {"0.02": {"64.0": 1, "1024": 2}}}))
     broken = tmp_path / "broken.json"
     broken.write_text('{"cases": {')  # a raw file cut short
-    args = [{"RAW": str(raw), "EMPTY": str(empty), "OUT": str(tmp_path / "out"), "NEW": str(tmp_path / "new.json"),
+    paths = {"RAW": str(raw), "EMPTY": str(empty), "OUT": str(tmp_path / "out"), "NEW": str(tmp_path / "new.json"),
              "SEED_DECODE": str(seed_decode), "SEED": str(seed), "SEED_ODD_KEY": str(seed_odd), "BROKEN": str(broken),
-             "H200": str(ROOT / "docs" / "detection" / "nvidia-h200" / "raw.json")}.get(a, a) for a in args]
+             "H200": str(ROOT / "docs" / "detection" / "nvidia-h200" / "raw.json"), "NOT_EMPTY": str(tmp_path)}
+    first = lambda ratios: {**synthetic(), "processes": [{"level": 0.0, "ratios": ratios}, *synthetic()["processes"][1:]]}  # noqa: E731
+    samples = synthetic()["processes"][0]["ratios"]["Inference"]
+    for name, bad in {"NO_SAMPLES": first({"Inference": {**samples, "bf16 1x4096": []}}),
+                      "NAN": first({"Inference": {**samples, "bf16 1x4096": [float("nan")] * 12}}),
+                      "STRINGS": first({"Inference": {**samples, "bf16 1x4096": ["1.5"] * 12}}),
+                      "NO_RATIOS": {**synthetic(), "processes": [{"level": 0.0}, *synthetic()["processes"][1:]]},
+                      "NO_CASE": first({"Inference": {"bf16 1x4096": samples["bf16 1x4096"]}}),
+                      "NO_OBJECT": {**synthetic(), "processes": ["x", *synthetic()["processes"][1:]]},
+                      "CASE_NUMBER": {**synthetic(), "cases": {"prefill": 5}},
+                      "CLASS": {**synthetic(), "classes": ["Nope"]},
+                      "ONE_AA": synthetic(n_aa=1)}.items():
+        paths[name] = str(tmp_path / f"{name.lower()}.json")
+        pathlib.Path(paths[name]).write_text(json.dumps(bad))
+    args = [paths.get(a, a) for a in args]
     out = subprocess.run([sys.executable, str(ROOT / "tools" / "detection_experiment.py"), *args],
                          capture_output=True, text=True, env={**os.environ, "TRITON_INTERPRET": "1"})
     assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr
@@ -287,8 +313,30 @@ def test_the_analysis_of_pooled_commits_is_tagged_and_needs_enough_processes(tmp
     assert out.returncode == 0, out.stderr
     rows = json.loads((tmp_path / "curve.json").read_text())["rows"]
     assert {r["pooled_processes"] for r in rows} == {2} and rows[0]["aa_commits"] == 3
-    out = run("--pool", "7")
-    assert out.returncode == 2 and "fewer unchanged (A/A) processes" in out.stderr
+    out = run("--pool", "7", "--out", str(tmp_path / "pooled7.json"))
+    assert out.returncode == 2 and "fewer than 2 unchanged (A/A) commits of 7 processes" in out.stderr
+
+
+def test_analyze_replaces_the_curve_only_with_an_analysis_of_all_its_raw_files(tmp_path):
+    # A review's find: `analyze --raw raw-training.json` replaced the committed curve of 9 raw files (132 rows)
+    # with its own 9 rows.
+    for name in ("a.json", "b.json"):
+        (tmp_path / name).write_text(json.dumps(synthetic(n_aa=4, per_level=2)))
+    run = lambda *args: subprocess.run([sys.executable, str(ROOT / "tools" / "detection_experiment.py"), "analyze",  # noqa: E731
+                                        "--trials", "2", *args], capture_output=True, text=True)
+    curve = tmp_path / "curve.json"
+    curve.write_text(json.dumps({"raws": ["a.json", "b.json"], "rows": ["the curve"]}))
+    for args in (["--raw", str(tmp_path / "a.json")], ["--raw", str(tmp_path / "b.json"), "--raw", str(tmp_path / "a.json")]):
+        out = run(*args)
+        assert out.returncode == 2 and "is the curve of ['a.json', 'b.json'], unnarrowed, at 40 trials: this " \
+            "analysis would replace it; pass --out FILE" in out.stderr, out.stderr
+    both = ["--raw", str(tmp_path / "a.json"), "--raw", str(tmp_path / "b.json")]
+    assert run(*both, "--regimes", "prefill").returncode == 2  # narrowed (and at 2 trials)
+    assert json.loads(curve.read_text())["rows"] == ["the curve"]
+    out = run("--raw", str(tmp_path / "a.json"), "--out", str(tmp_path / "a-curve.json"))
+    assert out.returncode == 0 and json.loads((tmp_path / "a-curve.json").read_text())["raws"] == ["a.json"]
+    out = run(*both, "--trials", "40")  # what it was made of, as it was made
+    assert out.returncode == 0 and json.loads(curve.read_text())["rows"] != ["the curve"], out.stderr
 
 
 def test_a_spawned_child_is_a_fresh_interpreter_and_reports_its_error():

@@ -129,3 +129,37 @@ def test_case_names_of_another_shape_sort_last():
 
     cases = ["weird", "fp32 1x64", "bf16 8192x4096", "bf16 1x4096"]
     assert sorted(cases, key=report._order) == ["bf16 1x4096", "bf16 8192x4096", "fp32 1x64", "weird"]
+
+
+def test_an_interrupted_publish_leaves_the_last_site_whole(monkeypatch, tmp_path):
+    # A review's find: asv publish empties the site's folder first, and Ctrl-C a second into `bench.py publish`
+    # left index.html alone, without now.html, regressions.html or provenance.html.
+    import json
+
+    import pytest
+
+    site = tmp_path / "html"
+    site.mkdir()
+    for name in ("index.html", "now.html", "regressions.html", "provenance.html"):
+        (site / name).write_text(f"the last site's {name}")
+    monkeypatch.setattr(publish.asvrun, "SITE", site)
+    stop = [True]
+
+    def asv(args, env, log, echo=print):
+        out = pathlib.Path(json.loads(pathlib.Path(args[args.index("--config") + 1]).read_text())["html_dir"])
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "index.html").write_text("<html><body>asv's new index</body></html>")
+        if stop[0]:
+            raise KeyboardInterrupt
+        return 0
+
+    monkeypatch.setattr(publish.asvrun, "asv", asv)
+    with pytest.raises(KeyboardInterrupt):
+        publish.publish()
+    assert {p.name: p.read_text() for p in site.iterdir()} == {
+        name: f"the last site's {name}" for name in ("index.html", "now.html", "regressions.html", "provenance.html")}
+    stop[0] = False
+    assert publish.publish() == 0  # the next one replaces it whole, and leaves nothing beside it
+    assert "asv's new index" in (site / "index.html").read_text() and 'id="fk-bar"' in (site / "index.html").read_text()
+    assert "where the op stands now" in (site / "now.html").read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["html"]

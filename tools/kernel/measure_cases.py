@@ -26,8 +26,8 @@ def rows(op: str, data: dict) -> list[dict]:
     """One row per (impl, case) of ``measure_plan``'s result: measured, skipped (with why) or failed."""
     out = []
     for key, value in data.items():
-        if key[0] == "failed":
-            out.append({"op": op, "case": key[1], "failed": value})
+        if key[0] == "failed":  # the case, or one peer at it
+            out.append({"op": op, **({"impl": key[1]} if len(key) == 3 else {}), "case": key[-1], "failed": value})
         elif key[0] == "skipped":
             out.append({"op": op, "impl": key[1], "case": key[2], "skipped": value})
         else:
@@ -39,7 +39,7 @@ def rows(op: str, data: dict) -> list[dict]:
 
 def line(r: dict) -> str:
     if "failed" in r:
-        return f"| {r['op']} | {r['case']} | failed: {r['failed']} | | | |"
+        return f"| {r['op']} | {r['case']} | {r.get('impl', '')} | failed: {r['failed']} | | |"
     if "skipped" in r:
         return f"| {r['op']} | {r['case']} | {r['impl']} | not run: {r['skipped']} | | |"
     return f"| {r['op']} | {r['case']} | {r['impl']} | {r['us']:.4g} | {r['floor_us']:.4g} | {r['fraction']:.3g} |"
