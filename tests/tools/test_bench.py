@@ -578,27 +578,8 @@ def test_publish_and_the_gate_take_their_own_thresholds():
 
 
 def test_the_gate_judges_at_the_gate_threshold():
-    class R:
-        def __init__(self, v):
-            self.v = v
-
-        def get_all_result_keys(self):
-            return ["e"]
-
-        def get_result_params(self, name):
-            return []
-
-        def get_result_value(self, name, params):
-            return [self.v]
-
-        def get_result_stats(self, name, params):
-            return [None]
-
-        def get_result_samples(self, name, params):
-            return [None]
-
     conf = {"regressions_thresholds": {"e": 0.05}, "gate_thresholds": {"e": 0.01}}
-    (row,) = verdict.judge(conf, R(1.0), R(1.02))  # +2%: within publish's 5%, beyond the gate's 1%
+    (row,) = verdict.judge(conf, fake_results({"e": 1.0}), fake_results({"e": 1.02}))  # +2%: beyond the gate's 1%
     assert row.factor == 1.01 and row.regressed
 
 
