@@ -72,9 +72,10 @@ def bisect(commits: list[str], measure, remeasure, factor: float, entry: str, ec
     while hi - lo > 1:
         mid = probe(lo, hi)
         if mid is None:
+            between = "the commit" if hi - lo == 2 else f"the {hi - lo - 1} commits"
             return Outcome(None, f"the first slow commit is one of {commits[lo + 1][:10]}..{commits[hi][:10]}: "
-                                 f"the {hi - lo - 1} commits after {commits[lo][:10]} (not slow) and before "
-                                 f"{commits[hi][:10]} (slow) failed to measure", steps, error=True)
+                                 f"{between} after {commits[lo][:10]} (not slow) and before {commits[hi][:10]} "
+                                 "(slow) failed to measure", steps, error=True)
         if against_good(mid).regressed:
             hi = mid
         else:

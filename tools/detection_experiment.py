@@ -404,8 +404,8 @@ def cmd_analyze(a) -> None:
         except (OSError, ValueError, AttributeError):  # unreadable, or no object: replaced only with --out too
             made = None
         if made != [p.name for p in paths] or a.regimes or a.pool > 1 or a.trials != TRIALS:
-            fail(f"{curve} is the curve of {made}, unnarrowed, at {TRIALS} trials: this analysis would replace it; "
-                 "pass --out FILE")
+            of = f"the curve of {made}, unnarrowed, at {TRIALS} trials" if made else "no curve this analysis can read"
+            fail(f"{curve} is {of}: this analysis would replace it; pass --out FILE")
     for path in paths:
         raw = pooled(load_raw(path), a.pool)
         if sum(p["level"] == 0.0 for p in raw["processes"]) < 2:  # one commit: no A/A comparison, no false flag
@@ -479,7 +479,7 @@ def main() -> None:
     n.add_argument("--raw", action="append", default=[], help="raw file (repeatable; curve.json goes beside the first)")
     n.add_argument("--regimes", help="only these regimes (decode, prefill, wide)")
     n.add_argument("--trials", type=positive, default=TRIALS, help="histories per family, level and placement")
-    n.add_argument("--out", help="the curve's file (default: curve.json beside the first --raw, which only an "
+    n.add_argument("--out", type=json_path, help="the curve's file (default: curve.json beside the first --raw, which only an "
                    "analysis of the raw files it lists, unnarrowed, may replace)")
     n.add_argument("--pool", type=positive, default=1,
                    help="a commit = this many measured processes of its level, their rounds split among them")

@@ -205,19 +205,19 @@ def add_bar(index_html: pathlib.Path, prefix: str, note: str = "", site: pathlib
 
 
 def publish() -> int:
-    """asv publish of each mode's results, then this module's pages: 0 done, 3 when asv publish failed.
+    """asv publish of each mode's results, then this module's pages: 0 done, 3 when asv publish failed (no
+    page is written then).
 
     The site is built beside the published one and takes its place when whole: asv publish empties its folder
-    first, and an interrupt (or a failure) must not leave half a site, or none, where the last one was.
+    first, and an interrupt or a failed asv publish must not leave half a site, or none, where the last one was.
     """
     conf = asvrun.load_conf()
-    final = asvrun.SITE
+    final = asvrun.SITE.resolve()  # a link to the site: the folder it names is replaced, the link kept
     new, old = final.with_name(final.name + ".new"), final.with_name(final.name + ".old")
     if old.is_dir() and not final.exists():  # a publish stopped between its two renames
         old.rename(final)
     for stale in (new, old):
         shutil.rmtree(stale, ignore_errors=True)
-    rc = 0
     for mode in ("gpu", "interpreter"):
         results = asvrun.results_dir(mode)
         if not (results / "benchmarks.json").exists():
@@ -227,9 +227,10 @@ def publish() -> int:
             code = asvrun.asv(["publish", "--config", str(path)], asvrun.asv_env(mode, None),
                               asvrun.LOGS / "publish.log", echo=lambda _line: None)
         if code:
-            print(f"asv publish ({mode}) failed: see {asvrun.LOGS / 'publish.log'}; the other pages are still written")
-            rc = 3
-            continue
+            shutil.rmtree(new, ignore_errors=True)
+            print(f"asv publish ({mode}) failed: see {asvrun.LOGS / 'publish.log'}; the last site ({final}) is left "
+                  "as it was")
+            return 3
         print(f"asv publish ({mode}): {asvrun.html_dir(mode, final)} (log: {asvrun.LOGS / 'publish.log'})")
         external = site_offline.make_offline(asvrun.html_dir(mode, new))
         if external:
@@ -254,7 +255,7 @@ def publish() -> int:
     print(f"site: {final}/now.html (where the op stands), index.html (history), regressions.html "
           f"({len(regressed)} flagged), provenance.html ({n} runs)")
     print(f"browse it with: {sys.executable} -m http.server -d {final} 8080  (then open http://localhost:8080/now.html)")
-    return rc
+    return 0
 
 
 if __name__ == "__main__":

@@ -101,7 +101,7 @@ class Comparison:
         E.g. "BAD/GOOD = 1.44, beyond x1.03 but not significant (p 0.0031, needs < 0.002)".
         """
         if self.ratio is None:
-            return f"{ratio_name}: not compared (a value is missing)"
+            return f"{ratio_name}: not compared (a value is missing, zero or infinite)"
         head = f"{ratio_name} = {self.ratio:.3g}"
         if self.ratio <= self.factor:
             return f"{head}, not beyond x{self.factor:.3g}"

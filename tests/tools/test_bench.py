@@ -867,7 +867,7 @@ def test_a_value_that_gives_no_ratio_is_not_compared(before, after):
     # NaN at BAD read "BAD/GOOD = nan, beyond x1.05 but not significant"; inf at HEAD read REGRESSED.
     row = verdict.compare("e", before, after, None, None, 1.05)
     assert row.ratio is None and not row.regressed and verdict.label(row) == "not compared"
-    assert row.why("BAD/GOOD") == "BAD/GOOD: not compared (a value is missing)"
+    assert row.why("BAD/GOOD") == "BAD/GOOD: not compared (a value is missing, zero or infinite)"
 
 
 def fake_results(values: dict):
@@ -894,7 +894,36 @@ def test_the_gate_with_a_value_it_cannot_compare_is_a_run_error(fake, capsys, mo
     monkeypatch.setattr(bench, "measure_pair", lambda *a, **k: ((fake_results({ENTRY: 1.0}),
                                                                    fake_results({ENTRY: float("inf")})), []))
     assert main("gate", "HEAD~1", "HEAD") == 3
-    assert "## Benchmark gate: ERROR: 1 values not compared" in capsys.readouterr().out
+    assert "## Benchmark gate: ERROR: 1 flagged values give no ratio (zero or infinite)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("before, after", [(1.0, float("inf")), (0.0, 1.0)])
+def test_compare_with_a_flagged_value_that_gives_no_ratio_is_a_run_error(monkeypatch, capsys, before, after):
+    import argparse
+
+    monkeypatch.setattr(bench, "commit_of", lambda rev: "a" * 40)
+    monkeypatch.setattr(bench, "detect", lambda: ("interpreter", "m"))
+    monkeypatch.setattr(bench, "working_tree_commit", lambda: ("b" * 40, True))
+    monkeypatch.setattr(bench, "measure_pair", lambda *a, **k: ((fake_results({ENTRY: before}),
+                                                                   fake_results({ENTRY: after})), []))
+    assert bench.cmd_compare(argparse.Namespace(ref="HEAD", bench=None, wheels=None, rounds=1)) == 3
+    assert f"1 flagged values give no ratio (zero or infinite): {ENTRY}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("command", ["gate", "compare"])
+def test_a_failed_case_that_is_not_flagged_costs_no_verdict(fake, monkeypatch, capsys, command):
+    # A peer failing at a case (its install, its compile) failed the whole gate and compare with --bench Forward.
+    peer = "add_rmsnorm.Inference.track_ratio('eager', 'bf16 1x64')"
+    monkeypatch.setattr(bench, "measure_pair", lambda *a, **k: ((fake_results({ENTRY: 1.0}),
+                                                                   fake_results({ENTRY: 1.5})), [f"{peer} at aaaaaaaaaa"]))
+    monkeypatch.setattr(bench, "working_tree_commit", lambda: ("b" * 40, True))
+    args = ("gate", "HEAD~1", "HEAD") if command == "gate" else ("compare",)
+    assert main(*args, "--bench", "Inference") == 1  # the flagged value's verdict: slower
+    out = capsys.readouterr().out
+    assert "REGRESSED" in out and f"{peer} at aaaaaaaaaa" in out
+    monkeypatch.setattr(bench, "measure_pair", lambda *a, **k: ((fake_results({ENTRY: 1.0}),
+                                                                   fake_results({ENTRY: 1.0})), [f"{ENTRY} at aaaaaaaaaa"]))
+    assert main(*args, "--bench", "Inference") == 3  # a flagged one failed: no verdict
 
 
 def test_compare_judges_flagged_values_only(monkeypatch, capsys):

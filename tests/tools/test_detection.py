@@ -323,21 +323,25 @@ def test_analyze_replaces_the_curve_only_with_an_analysis_of_all_its_raw_files(t
     for name in ("a.json", "b.json"):
         (tmp_path / name).write_text(json.dumps(synthetic(n_aa=4, per_level=2)))
     run = lambda *args: subprocess.run([sys.executable, str(ROOT / "tools" / "detection_experiment.py"), "analyze",  # noqa: E731
-                                        "--trials", "2", *args], capture_output=True, text=True)
+                                        *args], capture_output=True, text=True)
     curve = tmp_path / "curve.json"
     curve.write_text(json.dumps({"raws": ["a.json", "b.json"], "rows": ["the curve"]}))
-    for args in (["--raw", str(tmp_path / "a.json")], ["--raw", str(tmp_path / "b.json"), "--raw", str(tmp_path / "a.json")]):
-        out = run(*args)
+    a, b = (["--raw", str(tmp_path / n)] for n in ("a.json", "b.json"))
+    for args in (a, b + a, a + b + ["--regimes", "prefill"], a + b + ["--pool", "2"], a + b + ["--trials", "2"]):
+        out = run(*args)  # each condition alone: a part, another order, narrowed, pooled, fewer trials
         assert out.returncode == 2 and "is the curve of ['a.json', 'b.json'], unnarrowed, at 40 trials: this " \
-            "analysis would replace it; pass --out FILE" in out.stderr, out.stderr
-    both = ["--raw", str(tmp_path / "a.json"), "--raw", str(tmp_path / "b.json")]
-    assert run(*both, "--regimes", "prefill").returncode == 2  # narrowed (and at 2 trials)
+            "analysis would replace it; pass --out FILE" in out.stderr, (args, out.stderr)
     assert json.loads(curve.read_text())["rows"] == ["the curve"]
-    out = run("--raw", str(tmp_path / "a.json"), "--out", str(tmp_path / "a-curve.json"))
+    curve.write_text("{")
+    assert "is no curve this analysis can read" in run(*a, *b).stderr
+    for bad, why in ((tmp_path, "is a directory"), (tmp_path / "no" / "c.json", "is not an existing directory")):
+        out = run(*a, "--out", str(bad))  # refused before the analysis, not a traceback after it
+        assert out.returncode == 2 and why in out.stderr and "Traceback" not in out.stderr, out.stderr
+    out = run(*a, "--trials", "2", "--out", str(tmp_path / "a-curve.json"))
     assert out.returncode == 0 and json.loads((tmp_path / "a-curve.json").read_text())["raws"] == ["a.json"]
-    out = run(*both, "--trials", "40")  # what it was made of, as it was made
+    curve.write_text(json.dumps({"raws": ["a.json", "b.json"], "rows": ["the curve"]}))
+    out = run(*a, *b)  # what it was made of, as it was made
     assert out.returncode == 0 and json.loads(curve.read_text())["rows"] != ["the curve"], out.stderr
-
 
 def test_a_spawned_child_is_a_fresh_interpreter_and_reports_its_error():
     assert d.in_child(os.getpid, start="spawn") != os.getpid()

@@ -134,32 +134,73 @@ def test_case_names_of_another_shape_sort_last():
 def test_an_interrupted_publish_leaves_the_last_site_whole(monkeypatch, tmp_path):
     # A review's find: asv publish empties the site's folder first, and Ctrl-C a second into `bench.py publish`
     # left index.html alone, without now.html, regressions.html or provenance.html.
-    import json
-
     import pytest
 
-    site = tmp_path / "html"
+    pages = last_site(tmp_path, monkeypatch)
+
+    def stopped(args, env, log, echo=print):
+        fake_asv(0)(args, env, log)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(publish.asvrun, "asv", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        publish.publish()
+    assert {p.name: p.read_text() for p in (tmp_path / "html").iterdir()} == pages
+    monkeypatch.setattr(publish.asvrun, "asv", fake_asv(0))
+    assert publish.publish() == 0  # the next one replaces it whole, and leaves nothing beside it
+    index = (tmp_path / "html" / "index.html").read_text()
+    assert "asv's new index" in index and 'id="fk-bar"' in index
+    assert "where the op stands now" in (tmp_path / "html" / "now.html").read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["html"]
+
+
+def last_site(tmp_path, monkeypatch, name="html"):
+    """A published site in ``tmp_path / name`` that publish replaces; {page: text}."""
+    site = tmp_path / name
     site.mkdir()
-    for name in ("index.html", "now.html", "regressions.html", "provenance.html"):
-        (site / name).write_text(f"the last site's {name}")
+    pages = {n: f"the last site's {n}" for n in ("index.html", "now.html", "regressions.html", "provenance.html")}
+    for n, text in pages.items():
+        (site / n).write_text(text)
     monkeypatch.setattr(publish.asvrun, "SITE", site)
-    stop = [True]
+    return pages
+
+
+def fake_asv(code: int):
+    """asv publish writing its index.html into the config's html_dir, then exiting with ``code``."""
+    import json
 
     def asv(args, env, log, echo=print):
         out = pathlib.Path(json.loads(pathlib.Path(args[args.index("--config") + 1]).read_text())["html_dir"])
         out.mkdir(parents=True, exist_ok=True)
         (out / "index.html").write_text("<html><body>asv's new index</body></html>")
-        if stop[0]:
-            raise KeyboardInterrupt
-        return 0
+        return code
+    return asv
 
-    monkeypatch.setattr(publish.asvrun, "asv", asv)
-    with pytest.raises(KeyboardInterrupt):
-        publish.publish()
-    assert {p.name: p.read_text() for p in site.iterdir()} == {
-        name: f"the last site's {name}" for name in ("index.html", "now.html", "regressions.html", "provenance.html")}
-    stop[0] = False
-    assert publish.publish() == 0  # the next one replaces it whole, and leaves nothing beside it
-    assert "asv's new index" in (site / "index.html").read_text() and 'id="fk-bar"' in (site / "index.html").read_text()
-    assert "where the op stands now" in (site / "now.html").read_text()
+
+def test_a_failed_asv_publish_leaves_the_last_site_as_it_was(monkeypatch, tmp_path, capsys):
+    # A review's find: the swap went ahead, and the site lost its history and read "No regressions".
+    pages = last_site(tmp_path, monkeypatch)
+    monkeypatch.setattr(publish.asvrun, "asv", fake_asv(1))
+    assert publish.publish() == 3
+    assert {p.name: p.read_text() for p in (tmp_path / "html").iterdir()} == pages
     assert sorted(p.name for p in tmp_path.iterdir()) == ["html"]
+    assert "the last site (" in capsys.readouterr().out
+
+
+def test_publish_replaces_the_folder_a_linked_site_names(monkeypatch, tmp_path):
+    last_site(tmp_path, monkeypatch, "served")
+    (tmp_path / "html").symlink_to(tmp_path / "served")
+    monkeypatch.setattr(publish.asvrun, "SITE", tmp_path / "html")
+    monkeypatch.setattr(publish.asvrun, "asv", fake_asv(0))
+    for _ in range(2):  # the second found the link moved aside and crashed on it
+        assert publish.publish() == 0
+        assert (tmp_path / "html").is_symlink() and "asv's new index" in (tmp_path / "html" / "index.html").read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["html", "served"]
+
+
+def test_a_publish_stopped_between_its_renames_gets_the_last_site_back(monkeypatch, tmp_path):
+    pages = last_site(tmp_path, monkeypatch, "html.old")
+    monkeypatch.setattr(publish.asvrun, "SITE", tmp_path / "html")
+    monkeypatch.setattr(publish.asvrun, "asv", fake_asv(1))  # fails: the site put back is the one left
+    assert publish.publish() == 3
+    assert {p.name: p.read_text() for p in (tmp_path / "html").iterdir()} == pages
