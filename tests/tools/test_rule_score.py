@@ -1,0 +1,100 @@
+"""tools/kernel/rule_score.py: today's launch rules scored against the committed sweeps, without a GPU."""
+
+import json
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+TOOL = ROOT / "tools" / "kernel" / "rule_score.py"
+sys.path.insert(0, str(ROOT / "tools" / "kernel"))
+import rule_score  # noqa: E402
+from fusedkernel.kernels.backward_rule import backward_config  # noqa: E402
+from fusedkernel.kernels.config import HOPPER  # noqa: E402
+from fusedkernel.kernels.forward_rule import band_wave_config, forward_config  # noqa: E402
+
+
+def run(*args):
+    return subprocess.run([sys.executable, str(TOOL), *args], capture_output=True, text=True, cwd=ROOT)
+
+
+def test_both_sweep_formats_are_read_and_kernel_variants_left_out():
+    rows = [{"case": "bf16 1x4096 inference", "config": "A", "fraction": 0.8, "rule": True},
+            {"case": "bf16 1x4096 inference", "config": "A", "fraction": 0.9, "rule": True},  # a repeat
+            {"case": "bf16 1x4096 inference", "config": "B", "fraction": 0.7, "variant": "prefetch"},
+            {"case": "bf16 8x4096 forward", "configs": {"rule": "A", "W/8f": "C"}, "fraction": {"rule": 0.5, "W/8f": 0.6}},
+            {"case": "bf16 8x4096 forward", "configs": {"x": "D"}, "fraction": {"x": float("nan")}},
+            "not a row", {"case": 5, "config": "A", "fraction": 1.0}]
+    assert rule_score.measured(rows) == {"bf16 1x4096 inference": {"A": [0.8, 0.9]},
+                                         "bf16 8x4096 forward": {"A": [0.5], "C": [0.6]}}
+    assert rule_score.measured({"rows": []}) == {}
+
+
+def test_the_rule_is_the_h200_launch_of_the_case():
+    rule = rule_score.Rule()
+    assert rule("bf16 1x4096 inference", "ForwardConfig") == repr(forward_config(4096, 2, 132, HOPPER, 1, True, False))
+    assert rule("fp16 64x5120 forward", "ForwardConfig") == repr(forward_config(5120, 2, 132, HOPPER, 64, False, True))
+    assert rule("fp32 8192x4096", "BackwardConfig") == repr(backward_config(4096, 4, 132, HOPPER))
+    # Past the SMs the band's warps follow the registers of the kernel compiled for sm_90.
+    band = forward_config(2880, 2, 132, HOPPER, 700, True, False)
+    want = band_wave_config(band, 700, 132, HOPPER, lambda c: rule.resident(c, "bf16", 2880, True))
+    assert rule("bf16 700x2880 inference", "ForwardConfig") == repr(want)
+    for case, kind in (("bf16 1x4096", "ForwardConfig"), ("bf16 1x4096 inference", "BackwardConfig"),
+                       ("int8 1x4096 forward", "ForwardConfig"), ("bf16 0x4096 forward", "ForwardConfig")):
+        assert rule(case, kind) is None
+
+
+def test_each_case_scores_the_rule_against_the_best_of_its_own_file(tmp_path):
+    ours = repr(forward_config(4096, 2, 132, HOPPER, 1, True, False))
+    (tmp_path / "a.json").write_text(json.dumps([
+        {"case": "bf16 1x4096 inference", "config": ours, "fraction": 0.72},
+        {"case": "bf16 1x4096 inference", "config": ours, "fraction": 0.80},
+        {"case": "bf16 1x4096 inference", "config": "other", "fraction": 0.80},
+        {"case": "bf16 8x4096 inference", "config": "ForwardConfig(other)", "fraction": 0.80},
+        {"case": "bf16 1x4096", "config": "ForwardConfig(other)", "fraction": 0.80}]))
+    (tmp_path / "b.json").write_text(json.dumps([{"case": "bf16 1x4096 inference", "config": ours, "fraction": 0.5}]))
+    scored, left = rule_score.score(tmp_path)
+    assert [(r["file"], r["case"], r["score"]) for r in scored] == [
+        ("a.json", "bf16 1x4096 inference", pytest.approx(0.76 / 0.80)), ("b.json", "bf16 1x4096 inference", 1.0)]
+    assert left == {"the rule's launch not measured": 1, "another form of case": 1}
+    text = rule_score.report(scored, left, 5)
+    assert text.startswith("2 cases scored: the rule within 3% of the best in 1 (50.0%)")
+    assert "| 0.950 | bf16 1x4096 inference | a.json | |" in text
+
+
+def test_changes_name_the_cases_whose_rule_launch_moved():
+    now = [{"file": "a.json", "case": "c1", "rule": "new", "score": 1.0, "fractions": {"new": 0.8, "old": 0.76}},
+           {"file": "a.json", "case": "c2", "rule": "same", "score": 1.0, "fractions": {"same": 0.8}},
+           {"file": "a.json", "case": "c3", "rule": "new", "score": 0.9, "fractions": {"new": 0.72, "x": 0.8}}]
+    earlier = [{"file": "a.json", "case": "c1", "rule": "old"}, {"file": "a.json", "case": "c2", "rule": "same"},
+               {"file": "a.json", "case": "c3", "rule": "gone"}, {"file": "b.json", "case": "c1", "rule": "old"}]
+    text = rule_score.changes(now, earlier)
+    assert text.splitlines()[0] == "2 scored cases' rule launch changed:"
+    assert "| c1 | a.json | 0.950 | 1.000 |" in text and "| c3 | a.json | not measured | 0.900 |" in text
+    assert rule_score.changes(now, earlier[1:2]) == "no scored case's rule launch changed"
+
+
+def test_the_committed_sweeps_are_scored_and_a_run_compares_with_an_earlier_one(tmp_path):
+    out = run("--json", str(tmp_path / "now.json"), "--misses", "3")
+    assert out.returncode == 0, out.stderr
+    first = out.stdout.splitlines()[0]
+    assert " cases scored: the rule within 3% of the best in " in first and "geometric mean 0.9" in first, first
+    scored = json.loads((tmp_path / "now.json").read_text())
+    assert len(scored) > 1000 and all(0 < r["score"] <= 1 for r in scored)
+    # A rule edit, played by an earlier run whose launches differed at two cases.
+    earlier = [dict(r) for r in scored]
+    earlier[0]["rule"], earlier[1]["rule"] = "ForwardConfig(then)", "ForwardConfig(then)"
+    (tmp_path / "then.json").write_text(json.dumps(earlier))
+    out = run("--against", str(tmp_path / "then.json"), "--misses", "0")
+    assert out.returncode == 0 and "2 scored cases' rule launch changed:" in out.stdout, out.stdout[-2000:]
+
+
+@pytest.mark.parametrize("args, message", [(["--sweeps", "/nonexistent"], "not a folder"),
+                                           (["--misses", "-1"], "a count >= 0"),
+                                           (["--against", "/nonexistent.json"], "not readable JSON"),
+                                           (["--json", "/nonexistent/x.json"], "is not an existing directory")])
+def test_bad_arguments_are_one_line(args, message):
+    out = run(*args)
+    assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr, out.stderr
