@@ -309,7 +309,7 @@ def cmd_gate(a) -> int:
         head_line = (f"ERROR: {len(broken)} flagged values give no ratio (zero or infinite)" if broken else
                      f"FAILED: {len(bad)} slower beyond the threshold" if bad else "passed")
         text = (f"## Benchmark gate: {head_line}\n\nbase {base[:10]}, head {head[:10]}, {machine}; "
-                f"{len(rows)} flagged values\n\n" + verdict.table(sorted(rows, key=lambda r: -(r.ratio or 0)),
+                f"{len(rows)} flagged values compared\n\n" + verdict.table(sorted(rows, key=lambda r: -(r.ratio or 0)),
                                                                 "base", "head") + "\n")
         if failed:  # values shown only (a peer's, GB/s): no verdict rests on them
             text += f"\n{len(failed)} cases that are not flagged failed: {', '.join(failed[:10])}\n"

@@ -479,8 +479,8 @@ def main() -> None:
     n.add_argument("--raw", action="append", default=[], help="raw file (repeatable; curve.json goes beside the first)")
     n.add_argument("--regimes", help="only these regimes (decode, prefill, wide)")
     n.add_argument("--trials", type=positive, default=TRIALS, help="histories per family, level and placement")
-    n.add_argument("--out", type=json_path, help="the curve's file (default: curve.json beside the first --raw, which only an "
-                   "analysis of the raw files it lists, unnarrowed, may replace)")
+    n.add_argument("--out", type=json_path, help="the curve's file (default: curve.json beside the first --raw, "
+                   "which only an analysis of the raw files it lists, unnarrowed, may replace)")
     n.add_argument("--pool", type=positive, default=1,
                    help="a commit = this many measured processes of its level, their rounds split among them")
     n.add_argument("--record", help="also write the recorded history (summary.json, results/) here")

@@ -914,15 +914,15 @@ def test_compare_with_a_flagged_value_that_gives_no_ratio_is_a_run_error(monkeyp
 def test_a_failed_case_that_is_not_flagged_costs_no_verdict(fake, monkeypatch, capsys, command):
     # A peer failing at a case (its install, its compile) failed the whole gate and compare with --bench Forward.
     peer = "add_rmsnorm.Inference.track_ratio('eager', 'bf16 1x64')"
-    monkeypatch.setattr(bench, "measure_pair", lambda *a, **k: ((fake_results({ENTRY: 1.0}),
-                                                                   fake_results({ENTRY: 1.5})), [f"{peer} at aaaaaaaaaa"]))
+    pair = ((fake_results({ENTRY: 1.0}), fake_results({ENTRY: 1.5})), [f"{peer} at aaaaaaaaaa"])
+    monkeypatch.setattr(bench, "measure_pair", lambda *a, **k: pair)
     monkeypatch.setattr(bench, "working_tree_commit", lambda: ("b" * 40, True))
     args = ("gate", "HEAD~1", "HEAD") if command == "gate" else ("compare",)
     assert main(*args, "--bench", "Inference") == 1  # the flagged value's verdict: slower
     out = capsys.readouterr().out
     assert "REGRESSED" in out and f"{peer} at aaaaaaaaaa" in out
-    monkeypatch.setattr(bench, "measure_pair", lambda *a, **k: ((fake_results({ENTRY: 1.0}),
-                                                                   fake_results({ENTRY: 1.0})), [f"{ENTRY} at aaaaaaaaaa"]))
+    pair = ((fake_results({ENTRY: 1.0}), fake_results({ENTRY: 1.0})), [f"{ENTRY} at aaaaaaaaaa"])
+    monkeypatch.setattr(bench, "measure_pair", lambda *a, **k: pair)
     assert main(*args, "--bench", "Inference") == 3  # a flagged one failed: no verdict
 
 

@@ -196,7 +196,9 @@ def test_bad_arguments_are_one_line_and_leave_the_curve_alone(args, message, tmp
     paths = {"RAW": str(raw), "EMPTY": str(empty), "OUT": str(tmp_path / "out"), "NEW": str(tmp_path / "new.json"),
              "SEED_DECODE": str(seed_decode), "SEED": str(seed), "SEED_ODD_KEY": str(seed_odd), "BROKEN": str(broken),
              "H200": str(ROOT / "docs" / "detection" / "nvidia-h200" / "raw.json"), "NOT_EMPTY": str(tmp_path)}
-    first = lambda ratios: {**synthetic(), "processes": [{"level": 0.0, "ratios": ratios}, *synthetic()["processes"][1:]]}  # noqa: E731
+    def first(ratios):  # the first process's ratios replaced
+        return {**synthetic(), "processes": [{"level": 0.0, "ratios": ratios}, *synthetic()["processes"][1:]]}
+
     samples = synthetic()["processes"][0]["ratios"]["Inference"]
     for name, bad in {"NO_SAMPLES": first({"Inference": {**samples, "bf16 1x4096": []}}),
                       "NAN": first({"Inference": {**samples, "bf16 1x4096": [float("nan")] * 12}}),
@@ -322,8 +324,10 @@ def test_analyze_replaces_the_curve_only_with_an_analysis_of_all_its_raw_files(t
     # with its own 9 rows.
     for name in ("a.json", "b.json"):
         (tmp_path / name).write_text(json.dumps(synthetic(n_aa=4, per_level=2)))
-    run = lambda *args: subprocess.run([sys.executable, str(ROOT / "tools" / "detection_experiment.py"), "analyze",  # noqa: E731
-                                        *args], capture_output=True, text=True)
+    def run(*args):
+        tool = ROOT / "tools" / "detection_experiment.py"
+        return subprocess.run([sys.executable, str(tool), "analyze", *args], capture_output=True, text=True)
+
     curve = tmp_path / "curve.json"
     curve.write_text(json.dumps({"raws": ["a.json", "b.json"], "rows": ["the curve"]}))
     a, b = (["--raw", str(tmp_path / n)] for n in ("a.json", "b.json"))
@@ -395,5 +399,5 @@ def test_the_progress_line_names_each_class_in_full():
 @pytest.mark.parametrize("module", ["detection_history", "detection_inject", "detection_trials"])
 def test_the_experiment_modules_say_they_are_not_commands(module):
     out = subprocess.run([sys.executable, str(ROOT / "tools" / f"{module}.py")], capture_output=True, text=True)
-    assert out.returncode == 1 and out.stderr.strip() == (f"tools/{module}.py is a module of the detection experiment: "
-                                                         "python tools/detection_experiment.py --help"), out.stderr[-500:]
+    want = f"tools/{module}.py is a module of the detection experiment: python tools/detection_experiment.py --help"
+    assert out.returncode == 1 and out.stderr.strip() == want, out.stderr[-500:]

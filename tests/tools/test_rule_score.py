@@ -24,7 +24,8 @@ def test_both_sweep_formats_are_read_and_kernel_variants_left_out():
     rows = [{"case": "bf16 1x4096 inference", "config": "A", "fraction": 0.8, "rule": True},
             {"case": "bf16 1x4096 inference", "config": "A", "fraction": 0.9, "rule": True},  # a repeat
             {"case": "bf16 1x4096 inference", "config": "B", "fraction": 0.7, "variant": "prefetch"},
-            {"case": "bf16 8x4096 forward", "configs": {"rule": "A", "W/8f": "C"}, "fraction": {"rule": 0.5, "W/8f": 0.6}},
+            {"case": "bf16 8x4096 forward", "configs": {"rule": "A", "W/8f": "C"},
+             "fraction": {"rule": 0.5, "W/8f": 0.6}},
             {"case": "bf16 8x4096 forward", "configs": {"x": "D"}, "fraction": {"x": float("nan")}},
             "not a row", {"case": 5, "config": "A", "fraction": 1.0}]
     assert rule_score.measured(rows) == {"bf16 1x4096 inference": {"A": [0.8, 0.9]},

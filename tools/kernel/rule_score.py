@@ -137,7 +137,8 @@ def changes(scored: list[dict], earlier: list[dict]) -> str:
         out.append((e["case"], e["file"], "not measured" if was is None else f"{was / best:.3f}", f"{r['score']:.3f}"))
     if not out:
         return "no scored case's rule launch changed"
-    lines = [f"{len(out)} scored cases' rule launch changed:", "", "| case | file | before | now |", "|---|---|---|---|"]
+    lines = [f"{len(out)} scored cases' rule launch changed:", "", "| case | file | before | now |",
+             "|---|---|---|---|"]
     return "\n".join(lines + [f"| {c} | {f} | {b} | {a} |" for c, f, b, a in sorted(out)])
 
 
