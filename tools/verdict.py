@@ -134,13 +134,15 @@ def compare(entry: str, before, after, ss_before, ss_after, factor: float) -> Co
     from asv import _stats
 
     ok = before is not None and after is not None and not (math.isnan(before) or math.isnan(after))
-    significant = False
+    significant, p = False, p_value(ss_before, ss_after) if ok else None
     if ok:
         if ss_before and ss_after and ss_before[0] and ss_after[0]:
             significant = _stats.is_different(ss_before[1], ss_after[1], ss_before[0], ss_after[0])
+        elif p is not None and min(len(ss_before[1]), len(ss_after[1])) > 1:
+            significant = p < P_THRESHOLD  # samples without asv's statistics: the test alone
         else:
             significant = True  # one value each: asv compares by the factor alone
-    return Comparison(entry, before, after, factor, significant, p_value(ss_before, ss_after) if ok else None)
+    return Comparison(entry, before, after, factor, significant, p)
 
 
 def judge(conf: dict, base, head) -> list[Comparison]:

@@ -960,3 +960,14 @@ def test_triton_interpret_on_a_gpu_host_is_the_interpreter_mode(monkeypatch, int
     monkeypatch.setenv("TRITON_INTERPRET", interpret)
     monkeypatch.delenv("FUSEDKERNEL_MACHINE", raising=False)
     assert asvrun.detect() == want
+
+
+def test_samples_without_statistics_are_judged_by_the_test_alone():
+    # A review's find: samples whose stats were missing counted as significant without a test, and the verdict
+    # then read "too few samples ... intervals apart".
+    same = [1.0 + k / 1000 for k in range(8)]
+    row = verdict.compare("e", 1.0, 1.2, (None, same), (None, [1.2 * v for v in same]), 1.05)
+    assert row.regressed and row.why().startswith("ratio = 1.2, beyond x1.05 and significant (p ")
+    row = verdict.compare("e", 1.0, 1.2, (None, same), (None, [1.2, 0.9, 1.3, 1.0, 0.95, 1.1, 1.2, 1.0]), 1.05)
+    assert not row.regressed and "but not significant (p " in row.why() and "needs < 0.002" in row.why()
+    assert verdict.compare("e", 1.0, 1.2, (None, [1.0]), (None, [1.2]), 1.05).regressed  # one value each
