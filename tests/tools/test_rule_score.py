@@ -1,26 +1,45 @@
-"""tools/kernel/rule_score.py: today's launch rules scored against the committed sweeps, without a GPU."""
+"""tools/kernel/rule_score.py: today's launch rules scored against the committed sweeps, without a GPU.
+
+Each test runs in a fresh interpreter: the tool compiles kernels for sm_90, so it unsets TRITON_INTERPRET
+before fusedkernel's kernels are made (registers.py does), which here would turn the interpreter off for
+every later test.
+"""
 
 import json
+import os
 import pathlib
 import subprocess
 import sys
+import textwrap
 
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 TOOL = ROOT / "tools" / "kernel" / "rule_score.py"
-sys.path.insert(0, str(ROOT / "tools" / "kernel"))
-import rule_score  # noqa: E402
-from fusedkernel.kernels.backward_rule import backward_config  # noqa: E402
-from fusedkernel.kernels.config import HOPPER  # noqa: E402
-from fusedkernel.kernels.forward_rule import band_wave_config, forward_config  # noqa: E402
+PRELUDE = f"""
+import json, pathlib, sys
+sys.path.insert(0, {str(ROOT / "tools" / "kernel")!r})
+import pytest
+import rule_score
+from fusedkernel.kernels.backward_rule import backward_config
+from fusedkernel.kernels.config import HOPPER
+from fusedkernel.kernels.forward_rule import band_wave_config, forward_config
+"""
 
 
 def run(*args):
     return subprocess.run([sys.executable, str(TOOL), *args], capture_output=True, text=True, cwd=ROOT)
 
 
+def check(code: str, *args) -> None:
+    """``code``'s assertions, with the tool imported, in a fresh interpreter (``args``: its sys.argv[1:])."""
+    out = subprocess.run([sys.executable, "-c", PRELUDE + textwrap.dedent(code), *map(str, args)],
+                         capture_output=True, text=True, cwd=ROOT, env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
+
+
 def test_both_sweep_formats_are_read_and_kernel_variants_left_out():
+    check('''
     rows = [{"case": "bf16 1x4096 inference", "config": "A", "fraction": 0.8, "rule": True},
             {"case": "bf16 1x4096 inference", "config": "A", "fraction": 0.9, "rule": True},  # a repeat
             {"case": "bf16 1x4096 inference", "config": "B", "fraction": 0.7, "variant": "prefetch"},
@@ -31,9 +50,11 @@ def test_both_sweep_formats_are_read_and_kernel_variants_left_out():
     assert rule_score.measured(rows) == {"bf16 1x4096 inference": {"A": [0.8, 0.9]},
                                          "bf16 8x4096 forward": {"A": [0.5], "C": [0.6]}}
     assert rule_score.measured({"rows": []}) == {}
+    ''')
 
 
 def test_the_rule_is_the_h200_launch_of_the_case():
+    check('''
     rule = rule_score.Rule()
     assert rule("bf16 1x4096 inference", "ForwardConfig") == repr(forward_config(4096, 2, 132, HOPPER, 1, True, False))
     assert rule("fp16 64x5120 forward", "ForwardConfig") == repr(forward_config(5120, 2, 132, HOPPER, 64, False, True))
@@ -42,30 +63,38 @@ def test_the_rule_is_the_h200_launch_of_the_case():
     band = forward_config(2880, 2, 132, HOPPER, 700, True, False)
     want = band_wave_config(band, 700, 132, HOPPER, lambda c: rule.resident(c, "bf16", 2880, True))
     assert rule("bf16 700x2880 inference", "ForwardConfig") == repr(want)
+    # 6 programs of 8 warps an SM (40 registers) hold 792 rows: past them, half the warps, weight before the sums.
+    assert "num_warps=8, weight_load='first'" in repr(want)
+    assert "num_warps=4, weight_load='before_sum'" in rule("bf16 860x2880 inference", "ForwardConfig")
     for case, kind in (("bf16 1x4096", "ForwardConfig"), ("bf16 1x4096 inference", "BackwardConfig"),
                        ("int8 1x4096 forward", "ForwardConfig"), ("bf16 0x4096 forward", "ForwardConfig")):
         assert rule(case, kind) is None
+    ''')
 
 
 def test_each_case_scores_the_rule_against_the_best_of_its_own_file(tmp_path):
+    check('''
     ours = repr(forward_config(4096, 2, 132, HOPPER, 1, True, False))
-    (tmp_path / "a.json").write_text(json.dumps([
+    (pathlib.Path(sys.argv[1]) / "a.json").write_text(json.dumps([
         {"case": "bf16 1x4096 inference", "config": ours, "fraction": 0.72},
         {"case": "bf16 1x4096 inference", "config": ours, "fraction": 0.80},
         {"case": "bf16 1x4096 inference", "config": "other", "fraction": 0.80},
         {"case": "bf16 8x4096 inference", "config": "ForwardConfig(other)", "fraction": 0.80},
         {"case": "bf16 1x4096", "config": "ForwardConfig(other)", "fraction": 0.80}]))
-    (tmp_path / "b.json").write_text(json.dumps([{"case": "bf16 1x4096 inference", "config": ours, "fraction": 0.5}]))
-    scored, left = rule_score.score(tmp_path)
+    b = [{"case": "bf16 1x4096 inference", "config": ours, "fraction": 0.5}]
+    (pathlib.Path(sys.argv[1]) / "b.json").write_text(json.dumps(b))
+    scored, left = rule_score.score(pathlib.Path(sys.argv[1]))
     assert [(r["file"], r["case"], r["score"]) for r in scored] == [
         ("a.json", "bf16 1x4096 inference", pytest.approx(0.76 / 0.80)), ("b.json", "bf16 1x4096 inference", 1.0)]
     assert left == {"the rule's launch not measured": 1, "another form of case": 1}
     text = rule_score.report(scored, left, 5)
     assert text.startswith("2 cases scored: the rule within 3% of the best in 1 (50.0%)")
     assert "| 0.950 | bf16 1x4096 inference | a.json | |" in text
+    ''', tmp_path)
 
 
 def test_changes_name_the_cases_whose_rule_launch_moved():
+    check('''
     now = [{"file": "a.json", "case": "c1", "rule": "new", "score": 1.0, "fractions": {"new": 0.8, "old": 0.76}},
            {"file": "a.json", "case": "c2", "rule": "same", "score": 1.0, "fractions": {"same": 0.8}},
            {"file": "a.json", "case": "c3", "rule": "new", "score": 0.9, "fractions": {"new": 0.72, "x": 0.8}}]
@@ -75,6 +104,7 @@ def test_changes_name_the_cases_whose_rule_launch_moved():
     assert text.splitlines()[0] == "2 scored cases' rule launch changed:"
     assert "| c1 | a.json | 0.950 | 1.000 |" in text and "| c3 | a.json | not measured | 0.900 |" in text
     assert rule_score.changes(now, earlier[1:2]) == "no scored case's rule launch changed"
+    ''')
 
 
 def test_the_committed_sweeps_are_scored_and_a_run_compares_with_an_earlier_one(tmp_path):
