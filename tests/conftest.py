@@ -21,6 +21,14 @@ if not HAS_CUDA:
 DEVICE = "cuda" if HAS_CUDA else "cpu"
 
 
+def pytest_collection_finish(session):
+    # A test module that imports a tool compiling for sm_90 (tools/kernel/registers.py unsets TRITON_INTERPRET
+    # as it is imported) would turn the interpreter off for every test after it: run such tools in a subprocess.
+    if not HAS_CUDA and os.environ.get("TRITON_INTERPRET") != "1":
+        raise pytest.UsageError("TRITON_INTERPRET was unset while the tests were collected: a test module imported "
+                                "a tool that compiles for a GPU (tools/kernel/registers.py); run it in a subprocess")
+
+
 def pytest_collection_modifyitems(config, items):
     skip = pytest.mark.skip(reason="needs a CUDA GPU")
     for item in items:
