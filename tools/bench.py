@@ -433,7 +433,8 @@ def cmd_compare(a) -> int:
     rows = [r for r in rows if r.before is not None and r.after is not None
             and not (r.before != r.before or r.after != r.after)]  # NaN: not run here
     label = "working tree" if changed else "HEAD (a copy)"
-    print(f"compare on {machine}: {a.ref} ({ref[:10]}) against the {label}; nothing is written to the history\n")
+    against = "the working tree" if changed else "an unchanged copy of HEAD"
+    print(f"compare on {machine}: {a.ref} ({ref[:10]}) against {against}; nothing is written to the history\n")
     # Only flagged values are judged: the others include GB/s (higher is faster) and the peers' ratios.
     judged = [r for r in rows if verdict.flagged(conf, r.entry)]
     if judged:
@@ -517,8 +518,8 @@ def parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
     g.add_argument("--summary", help="append the markdown report here (e.g. $GITHUB_STEP_SUMMARY)")
     b = sub.add_parser("bisect", help="the first commit where BENCH got slower")
     b.add_argument("range", help="GOOD..BAD")
-    b.add_argument("bench_regex", metavar="BENCH", help=r"a benchmark regex, e.g. \"Inference.track_ratio\('fused', "
-                   r"'bf16 1x4096'\)\" (leading flags such as (?i) apply to it)")
+    b.add_argument("bench_regex", metavar="BENCH", help=r"""a benchmark regex, e.g. "Inference.track_ratio\('fused', """
+                   r"""'bf16 1x4096'\)" (leading flags such as (?i) apply to it)""")
     c = sub.add_parser("compare", help="the working tree against REF, on this machine")
     c.add_argument("ref", nargs="?", default="HEAD")
     c.add_argument("--rounds", type=at_least_one, default=1, help="alternate REF and the tree this many times (>= 1)")

@@ -89,7 +89,7 @@ def test_each_case_scores_the_rule_against_the_best_of_its_own_file(tmp_path):
     assert left == {"the rule's launch not measured": 1, "another form of case": 1}
     text = rule_score.report(scored, left, 5)
     assert text.startswith("2 cases scored: the rule within 3% of the best in 1 (50.0%)")
-    assert "| 0.950 | bf16 1x4096 inference | a.json | |" in text
+    assert "The 1 lowest of 1 below 0.97:" in text and "| 0.950 | bf16 1x4096 inference | a.json |" in text
     ''', tmp_path)
 
 

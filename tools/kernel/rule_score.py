@@ -7,7 +7,9 @@ registers of kernels compiled for sm_90 (as ``registers.py``). For each case of 
 (default ``docs/sweeps/nvidia-h200``: the tuners' rows, a launch each, and ``head_to_head.py``'s, several
 named launches each; the rows of kernel variants are left out) whose measured launches include today's rule
 launch, the score is the rule launch's fraction of the floor over the best fraction measured in that file
-(the median of a launch's repeats). A case in several files is scored in each. The sweeps measured the
+(the median of a launch's repeats). A case in several files is scored in each. Cases are named as the sweeps
+name them ("fp32 12x16384 forward": dtype, rows x hidden size, op; the backward's without an op); a case named
+otherwise, or whose launches are of another kind, is counted as "another form of case". The sweeps measured the
 kernels of their day, in one process, a launch's verdict at 3% moving by about that much between processes
 (docs/tuning.md): a score is a pointer to a sweep, not a measurement of today's code.
 
@@ -118,9 +120,9 @@ def report(scored: list[dict], left: collections.Counter, misses: int) -> str:
            + (", ".join(f"{n} ({why})" for why, n in sorted(left.items())) or "none")]
     worst = sorted((r for r in scored if r["score"] < WITHIN), key=lambda r: r["score"])
     if worst:
-        out += ["", f"| score | case | file | (the {min(misses, len(worst))} lowest of {len(worst)} below 0.97) |",
-                "|---|---|---|---|"]
-        out += [f"| {r['score']:.3f} | {r['case']} | {r['file']} | |" for r in worst[:misses]]
+        out += ["", f"The {min(misses, len(worst))} lowest of {len(worst)} below 0.97:", "", "| score | case | file |",
+                "|---|---|---|"]
+        out += [f"| {r['score']:.3f} | {r['case']} | {r['file']} |" for r in worst[:misses]]
     return "\n".join(out)
 
 
