@@ -375,8 +375,7 @@ def cmd_bisect(a) -> int:
             if commit not in cache:
                 cache[commit] = one(commit)
             v, ss = cache[commit].get(entry, (None, None))
-            # NaN (not run), zero or infinity: a failure here, as no ratio can be taken of it.
-            return (v, ss) if v is not None and math.isfinite(v) and v > 0 else (None, ss)
+            return (v, ss) if verdict.usable(v) else (None, ss)  # NaN (not run), zero or infinity: a failure
 
         def remeasure(order):
             samples = {}
@@ -386,7 +385,7 @@ def cmd_bisect(a) -> int:
                         path.unlink()
                 v, ss = one(commit, append=commit in samples).get(entry, (None, None))  # the second visit adds
                 n = len(ss[1] or []) if ss else 0
-                if entry in failed or v is None or not (math.isfinite(v) and v > 0) or n <= samples.get(commit, 0):
+                if entry in failed or not verdict.usable(v) or n <= samples.get(commit, 0):
                     raise RunError(f"{entry} failed to measure again at {commit[:10]} while confirming the step "
                                    "(see the log above)")
                 samples[commit] = n

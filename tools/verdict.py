@@ -6,8 +6,8 @@ and runners (asv's rule: the largest threshold whose regex matches
 ``benchmark(params)`` from the start; 0.05 where none does);
 ``gate_thresholds`` (same form; for a benchmark none of its regexes matches,
 ``regressions_thresholds``) sets it for the gate, compare and the bisect,
-which measure both sides in one session. ``regressions_first_commits`` with ``null`` marks what is never
-flagged. asv publish flags a step when the latest level exceeds the best by
+which measure both sides in one session. ``regressions_first_commits`` with
+``null`` marks what is never flagged. asv publish flags a step when the latest level exceeds the best by
 more than the threshold; the gate and the bisect use theirs as a factor
 (1 + threshold), with asv's own significance test (Mann-Whitney on the
 recorded samples, p < 0.002; confidence intervals where there are no samples).
@@ -87,7 +87,7 @@ class Comparison:
     @property
     def ratio(self) -> float | None:
         """after / before; None unless both are finite and before > 0 (a value missing, NaN or broken)."""
-        if _finite(self.before) and _finite(self.after) and self.before > 0:
+        if usable(self.before) and _finite(self.after):
             return self.after / self.before
         return None
 
@@ -164,6 +164,11 @@ def _nan(v) -> bool:
 
 def _finite(v) -> bool:
     return isinstance(v, (int, float)) and math.isfinite(v)
+
+
+def usable(v) -> bool:
+    """Can a ratio be taken of ``v``: a finite number > 0 (not a failure, NaN, zero or infinity)?"""
+    return _finite(v) and v > 0
 
 
 def label(r: Comparison) -> str:

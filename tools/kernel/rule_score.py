@@ -23,6 +23,7 @@ import json
 import math
 import pathlib
 import re
+import statistics
 import sys
 
 from _sweep import json_path  # also puts the repository on sys.path
@@ -101,15 +102,10 @@ def score(folder: pathlib.Path) -> tuple[list[dict], collections.Counter]:
             elif ours not in launches:
                 left["the rule's launch not measured"] += 1
             else:
-                med = {c: _median(v) for c, v in launches.items()}
+                med = {c: statistics.median(v) for c, v in launches.items()}
                 scored.append({"file": path.name, "case": case, "rule": ours, "score": med[ours] / max(med.values()),
                                "fractions": med})
     return scored, left
-
-
-def _median(v: list[float]) -> float:
-    s = sorted(v)
-    return (s[(len(s) - 1) // 2] + s[len(s) // 2]) / 2
 
 
 def report(scored: list[dict], left: collections.Counter, misses: int) -> str:
