@@ -45,6 +45,27 @@ def test_a_setting_that_gives_anothers_launch_is_timed_once_and_a_wrong_one_is_l
     assert "| fp32 1x2048 inference | W/4a | error: ValueError: planted wrong result |" in capsys.readouterr().out
 
 
+def test_copies_are_timed_beside_the_launches_unchecked_and_named_as_copies(monkeypatch, capsys):
+    check, checked = head_to_head.Case.check, []
+
+    def spy(case, cfg):
+        checked.append(cfg)
+        check(case, cfg)
+
+    monkeypatch.setattr(head_to_head.Case, "check", spy)
+    case = head_to_head.Case("inference", "fp32", 64, 2)
+    row = head_to_head.measure(case, ["rule", "copy:rule", "copy:W/4b", "copy:rule"], 2)
+    rule = case.rule()
+    assert checked == [rule]  # the copies are wrong by design: not checked
+    assert row["configs"] == {"rule": repr(rule), "copy:rule": f"copy of {rule!r}",
+                              "copy:W/4b": f"copy of {ForwardConfig('rows', 1, 64, 1, 4, 'before_sum')!r}"}
+    assert list(row["fraction"]) == list(row["raw"]) == list(row["configs"])
+    assert "| fp32 2x64 inference | copy:rule | copy of ForwardConfig(" in capsys.readouterr().out
+    # Copies alone make no row: nothing of the op was measured.
+    monkeypatch.setattr(head_to_head.Case, "check", lambda *a: pytest.fail("a copy was checked"))
+    assert head_to_head.measure(case, ["copy:rule"], 1) is None
+
+
 def test_a_case_no_setting_passes_fails_the_run(monkeypatch, capsys):
     # Every setting "wrong" (bf16 in the interpreter, before its truncated sum was accepted): no row, exit 0.
     def wrong(case, cfg):
@@ -78,6 +99,7 @@ def test_settings_name_their_launch(label, n, want):
     # A ZeroDivisionError traceback; a second W/8f; an Arabic-Indic 8 taken as 8.
     (["--settings", "S2x0/4f"], "'S2x0/4f' is not rule"), (["--settings", "W/08f"], "'W/08f' is not rule"),
     (["--settings", "W/\u0668f"], "is not rule"),
+    (["--settings", "copy:W/8x"], "'W/8x' is not rule"),
     (["--settings", "rule,rule"], "--settings: ['rule'] given more than once"),
     (["--settings", "rule", "--dtypes", "bf16,int8"], "--dtypes: ['int8'] not among"),
     (["--settings", "rule", "--tokens", "1,0"], "--tokens takes positive integers, got '1,0'"),

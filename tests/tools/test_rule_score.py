@@ -38,7 +38,7 @@ def check(code: str, *args) -> None:
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
 
 
-def test_both_sweep_formats_are_read_and_kernel_variants_left_out():
+def test_both_sweep_formats_are_read_and_kernel_variants_and_copies_left_out():
     check('''
     rows = [{"case": "bf16 1x4096 inference", "config": "A", "fraction": 0.8, "rule": True},
             {"case": "bf16 1x4096 inference", "config": "A", "fraction": 0.9, "rule": True},  # a repeat
@@ -46,6 +46,8 @@ def test_both_sweep_formats_are_read_and_kernel_variants_left_out():
             {"case": "bf16 8x4096 forward", "configs": {"rule": "A", "W/8f": "C"},
              "fraction": {"rule": 0.5, "W/8f": 0.6}},
             {"case": "bf16 8x4096 forward", "configs": {"x": "D"}, "fraction": {"x": float("nan")}},
+            # A copy bounds a launch and is faster than any: it must not be the best launch measured.
+            {"case": "bf16 8x4096 forward", "configs": {"copy:rule": "copy of A"}, "fraction": {"copy:rule": 0.9}},
             "not a row", {"case": 5, "config": "A", "fraction": 1.0}]
     assert rule_score.measured(rows) == {"bf16 1x4096 inference": {"A": [0.8, 0.9]},
                                          "bf16 8x4096 forward": {"A": [0.5], "C": [0.6]}}

@@ -22,6 +22,11 @@ the row sums or after them), ``S<rows>x<columns>/<warps><f|b|a>`` (a tile of
 rows by columns, rows split over as many programs as cover them) and
 ``P<warps>x<programs per SM>`` (the persistent path, the many-rows tile).
 A setting that gives another's launch is timed once, under the first name.
+``copy:<setting>`` (``copy:rule``, ``copy:W/8f``) times that launch's copy
+kernel (``copy_bound.py``: the same grid and bytes without the row sum, not
+checked, wrong by design): what the launch can reach at all. Its configs entry
+reads ``copy of ForwardConfig(...)``, and "of the best" compares with the best
+launch of the op: a case needs one launch of the op beside its copies.
 
 ``--json``: one row per case (case, configs, fraction, raw seconds), rewritten
 after each case. Cases already in the file are skipped, so a cut-off run
@@ -41,12 +46,14 @@ import torch
 import triton
 
 from _sweep import counts, dtype_names, exit_status, json_path, names, write_json  # also puts the repository on sys.path
+from copy_bound import copy_rows  # noqa: E402
 from benchmarks._measure import INTERPRET, interleaved_rounds, warm_up  # noqa: E402
 from fusedkernel.kernels import launch  # noqa: E402
 from fusedkernel.kernels.config import ForwardConfig, settings_for  # noqa: E402
 from tune_forward import Case  # noqa: E402
 
 LOADS = {"f": "first", "b": "before_sum", "a": "after_sum"}
+COPY = "copy:"  # a setting's copy kernel (copy_bound.py)
 # Counts in ASCII digits without a leading zero: "S2x0/4f" divided by zero, "W/08f" was W/8f a second time.
 COUNT = "([1-9][0-9]*)"
 SETTING = re.compile(rf"W/{COUNT}([fba])|S{COUNT}x{COUNT}/{COUNT}([fba])|P{COUNT}x{COUNT}")
@@ -76,6 +83,7 @@ def labels(text: str) -> list[str]:
     try:
         out = names(text, "--settings")
         for label in out:
+            label = label.removeprefix(COPY)
             if label != "rule":  # the rule's launch is the op's for the case's tensors: per case
                 setting(label, 4096)
     except ValueError as e:
@@ -97,33 +105,40 @@ def finished(path: str | None) -> list[dict]:
 
 
 def measure(case: Case, chosen: list[str], rounds: int) -> dict | None:
-    """Check each setting, then time those that pass head to head; the case's row (None if none passed)."""
-    configs = {}
+    """Check each setting, then time those that pass, and the copies, head to head; the case's row (None if no
+    launch of the op passed)."""
+    configs, ops = {}, {}
     for label in chosen:
+        copy = label.startswith(COPY)
+        name = label.removeprefix(COPY)
         try:
-            cfg = case.rule() if label == "rule" else setting(label, case.n)
-            if cfg in configs.values():
+            cfg = case.rule() if name == "rule" else setting(name, case.n)
+            if (copy, cfg) in configs.values():
                 continue
-            case.check(cfg)
+            if copy:  # wrong by design: its launch checked only
+                ops[label] = functools.partial(copy_rows, case.x, case.r, case.w, case.y, case.res, cfg)
+            else:
+                case.check(cfg)
+                ops[label] = functools.partial(case.run, cfg)
         except Exception as e:  # noqa: BLE001 - report the setting and go on
             print(f"| {case.label} | {label} | error: {type(e).__name__}: {e} | | | |", flush=True)
             continue
-        configs[label] = cfg
-    if not configs:
+        configs[label] = (copy, cfg)
+    if not any(not copy for copy, _ in configs.values()):
         return None
-    ops = {label: functools.partial(case.run, cfg) for label, cfg in configs.items()}
     warm_up(case.floor, 1.0)
     for op in ops.values():
         warm_up(op, 0.05)
     raw = interleaved_rounds(ops, case.floor, case.timer(), rounds)
     # The upper median: the statistic of the head-to-head files in docs/sweeps (12 rounds: the 7th of 12).
     fraction = {label: statistics.median_high(f / o for o, f in zip(*raw[label])) for label in raw}
-    best = max(fraction.values())
+    best = max(fraction[label] for label, (copy, _) in configs.items() if not copy)
+    shown = {label: ("copy of " if copy else "") + repr(cfg) for label, (copy, cfg) in configs.items()}
     for label, (op_s, floor_s) in raw.items():
-        print(f"| {case.label} | {label} | {configs[label]} | {statistics.median(op_s) * 1e6:.2f} | "
+        print(f"| {case.label} | {label} | {shown[label]} | {statistics.median(op_s) * 1e6:.2f} | "
               f"{statistics.median(floor_s) * 1e6:.2f} | {fraction[label]:.3f} | {fraction[label] / best:.3f} |",
               flush=True)
-    return {"case": case.label, "configs": {k: repr(v) for k, v in configs.items()},
+    return {"case": case.label, "configs": shown,
             "fraction": {k: float(f"{v:.5g}") for k, v in fraction.items()},
             "raw": {k: [[float(f"{t:.5g}") for t in times] for times in raw[k]] for k in raw}}
 

@@ -48,7 +48,8 @@ def measured(rows: list) -> dict[str, dict[str, list[float]]]:
             out[r["case"]].setdefault(r["config"], []).append(r["fraction"])
         elif isinstance(r.get("configs"), dict) and isinstance(r.get("fraction"), dict):
             for label, cfg in r["configs"].items():
-                if isinstance(cfg, str) and _number(r["fraction"].get(label)):
+                # head_to_head.py's copies ("copy of ForwardConfig(...)") bound a launch; they are not one.
+                if isinstance(cfg, str) and not cfg.startswith("copy of ") and _number(r["fraction"].get(label)):
                     out[r["case"]].setdefault(cfg, []).append(r["fraction"][label])
     return out
 

@@ -1,0 +1,44 @@
+"""tools/kernel/copy_bound.py: a launch's copy moves the op's bytes (checked here in the interpreter)."""
+
+import pathlib
+import sys
+
+import pytest
+import torch
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "tools" / "kernel"))
+import copy_bound  # noqa: E402
+from fusedkernel.kernels.config import ForwardConfig  # noqa: E402
+
+
+@pytest.mark.parametrize("cfg", [
+    ForwardConfig("rows", 1, 128, 1, 4, "first"),
+    ForwardConfig("rows", 4, 128, 1, 4, "after_sum"),
+    ForwardConfig("rows", 2, 32, 3, 2, "before_sum"),  # split: the last piece half masked
+    ForwardConfig("persistent", 2, 128, 1, 4, "first", 2),
+])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("stores", [True, False])
+def test_a_copy_stores_the_sum_and_the_weighted_sum_of_every_element(cfg, dtype, stores):
+    # 7 rows of 80: a partial last row block and masked columns; y and res start as NaN.
+    g = torch.Generator().manual_seed(0)
+    x, r = (torch.randn(7, 80, generator=g).to(dtype) for _ in range(2))
+    w = torch.randn(80, generator=g).to(dtype)
+    y = torch.full_like(x, float("nan"))
+    res = torch.full_like(x, float("nan")) if stores else None
+    copy_bound.copy_rows(x, r, w, y, res, cfg)
+    t = x.float() + r.float()
+    # bf16: the interpreter rounds float32 to bfloat16 by truncation (docs/op.md); so, within one bf16 step.
+    tol = dict(rtol=2 ** -7, atol=0) if dtype == torch.bfloat16 else dict(rtol=0, atol=0)
+    torch.testing.assert_close(y.float(), (t * w.float()).to(dtype).float(), **tol)
+    if stores:
+        torch.testing.assert_close(res.float(), t.to(dtype).float(), **tol)
+
+
+@pytest.mark.parametrize("cfg", [ForwardConfig("looped", 1, 64, 1, 4, "after_sum"),
+                                 ForwardConfig("rows", 1, 32, 2, 4, "first"),
+                                 ForwardConfig("persistent", 1, 64, 1, 4, "first", 1)])
+def test_a_launch_that_does_not_cover_the_row_is_refused(cfg):
+    x = torch.zeros(2, 80)
+    with pytest.raises(ValueError, match="a copy takes a rows or persistent launch covering the hidden size 80"):
+        copy_bound.copy_rows(x, x, torch.zeros(80), x.clone(), None, cfg)
