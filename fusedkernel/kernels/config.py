@@ -196,9 +196,9 @@ class ForwardSettings:
     few_rows_y_only_bf16_min_cols: int  # ...this many elements at any decode row count...
     few_rows_y_only_bf16_warps: int  # ...this many, the weight before the row sums (fp16: the decode rule's):
     # docs/tuning.md#forward-sparse-decode-warps
-    weight_first_max_n: int  # whole rows up to this width load the weight first where the residual is stored
-    # (decode: up to few_rows_max_tile, wider decode tiles before the row sums but sparse decode's and fp16's
-    # light ones first);
+    weight_first_max_n: int  # whole rows up to this width load the weight first where the residual is stored...
+    few_rows_weight_first_max_bytes: int  # ...and decode tiles up to this many bytes (wider decode tiles before
+    # the row sums but sparse decode's and fp16's light ones first);
     # without that store every whole row does but bf16 decode rows over few_rows_y_only_bf16_min_cols:
     # docs/tuning.md#forward-weight-first,
     # docs/tuning.md#forward-decode-weight-before-the-sums
@@ -240,6 +240,7 @@ class ForwardSettings:
                                     "few_rows_thread_wide_warps", "max_thread_elems",
                                     "min_warps", "max_warps", "few_rows_y_only_wide_min_bytes",
                                     "few_rows_y_only_wide_warps", "few_rows_y_only_bf16_warps", "weight_first_max_n",
+                                    "few_rows_weight_first_max_bytes",
                                     "after_sum_max_tile_bytes", "few_rows_split_min_bytes", "few_rows_split_tile_bytes",
                                     "persistent_tile_bytes", "persistent_narrow_warps", "band_tile_bytes",
                                     "band_warps", "many_rows_thread_elems"))
@@ -308,8 +309,9 @@ HOPPER = Settings(
         few_rows_sparse_sms_per_row=8, few_rows_sparse_bytes_per_warp=8192,
         few_rows_sparse_fp16_bytes_per_warp=2048, few_rows_y_only_wide_min_bytes=16384, few_rows_y_only_wide_warps=8,
         few_rows_y_only_bf16_min_cols=10240, few_rows_y_only_bf16_warps=4,
-        weight_first_max_n=8192, after_sum_max_tile_bytes=32768, few_rows_split_min_bytes=32768,
-        few_rows_split_tile_bytes=8192, few_rows_split_bytes_per_row=1280, few_rows_split_light_bytes_per_row=384,
+        weight_first_max_n=8192, few_rows_weight_first_max_bytes=8192, after_sum_max_tile_bytes=32768,
+        few_rows_split_min_bytes=32768, few_rows_split_tile_bytes=8192, few_rows_split_bytes_per_row=1280,
+        few_rows_split_light_bytes_per_row=384,
         few_rows_split_y_only_light_min_bytes=53248, few_rows_split_sms_per_program=2, few_rows_split_programs_per_sm=2,
         few_rows_split_lone_max_pieces=14, few_rows_split_lone_min_cols=14336, persistent_tile_bytes=32768,
         persistent_min_rows_per_sm=2, persistent_max_rows_per_sm=8, persistent_narrow_row_bytes=22528,

@@ -254,8 +254,9 @@ def _forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
         # fp16's light decode tiles past few_rows_thread_max_tile read faster with the weight first
         # (docs/tuning.md#forward-decode-weight-before-the-sums).
         fp16_first = fp16 and few_rows and block_n > f.few_rows_thread_max_tile and _light(block_n, f)
-        if (block_n <= (f.few_rows_max_tile if few_rows else f.weight_first_max_n) or not stores_residual
-                or fp16_first):
+        first = (block_n * elem_bytes <= f.few_rows_weight_first_max_bytes if few_rows
+                 else block_n <= f.weight_first_max_n)
+        if first or not stores_residual or fp16_first:
             return ForwardConfig("rows", block_m, block_n, 1, warps, "first")
         # Wider decode tiles, and tiles that hold an SM alone, load the weight once their rows are in;
         # other many-row tiles wait for rstd.

@@ -35,13 +35,14 @@ def test_every_column_is_covered(n, max_splits, elem_bytes):
         few = forward_config(n, elem_bytes, max_splits, n_rows=max_splits)
         dense_fp32 = (elem_bytes == 4 and F.few_rows_max_tile < few.block_n <= F.few_rows_thread_max_tile
                       and max_splits * n * elem_bytes > F.few_rows_dense_bytes)
-        first = few.block_n <= F.few_rows_max_tile or dense_fp32
+        first = few.block_n * elem_bytes <= F.few_rows_weight_first_max_bytes or dense_fp32
         assert (few.weight_load == "first") == (few.splits == 1 and first)
         # A sparse decode row (one on 132 SMs) past few_rows_thread_max_tile loads it first.
         lone = forward_config(n, elem_bytes, max_splits, n_rows=1)
         if max_splits == 132 and lone.splits == 1:
             wide = lone.block_n > F.few_rows_thread_max_tile
-            assert (lone.weight_load == "first") == (lone.block_n <= F.few_rows_max_tile or wide)
+            narrow = lone.block_n * elem_bytes <= F.few_rows_weight_first_max_bytes
+            assert (lone.weight_load == "first") == (narrow or wide)
     else:
         assert cfg.path == "looped" and n * elem_bytes > MAX_TILE_BYTES
 
@@ -115,8 +116,10 @@ def test_whole_row_warps_follow_the_row_bytes_and_the_row_count(n, elem_bytes):
     assert few.block_m == 1 and many.block_m == max(1, F.narrow_tile_elems // many.block_n)
     assert few.block_n == many.block_n
     assert few_y.weight_load == ("before_sum" if few_y.num_warps == 4 and n > 10240 else "first")
-    # fp32 rows of 4097-8192 at 132 rows hold more than 1.5 MiB: the weight first.
-    assert (few.weight_load == "first") == (few.block_n <= 4096 or (elem_bytes == 4 and few.block_n == 8192))
+    # Decode tiles of at most 8 KiB load the weight first, as do fp32 rows of 4097-8192 at 132 rows (more
+    # than 1.5 MiB).
+    dense_fp32 = elem_bytes == 4 and few.block_n == 8192
+    assert (few.weight_load == "first") == (few.block_n * elem_bytes <= 8192 or dense_fp32)
 
 
 # (n, elem_bytes) -> (warps, weight load) of a sparse decode row (1-16 rows on 132 SMs), with the residual
@@ -126,7 +129,7 @@ def test_whole_row_warps_follow_the_row_bytes_and_the_row_count(n, elem_bytes):
 # other tiles as at 17-132 rows.
 SPARSE = {(4096, 2): ((8, "first"), (8, "first")), (8192, 2): ((16, "before_sum"), (16, "first")),
           (8200, 2): ((4, "first"), (8, "first")), (12288, 2): ((4, "first"), (4, "before_sum")),
-          (16384, 2): ((4, "first"), (4, "before_sum")), (4096, 4): ((16, "first"), (16, "first")),
+          (16384, 2): ((4, "first"), (4, "before_sum")), (4096, 4): ((16, "before_sum"), (16, "first")),
           (4104, 4): ((8, "before_sum"), (8, "first")), (5120, 4): ((8, "before_sum"), (8, "first")),
           (8200, 4): ((8, "first"), (8, "first"))}
 
@@ -212,7 +215,8 @@ def test_without_a_residual_store_whole_rows_load_the_weight_first(n, n_rows, el
 
 
 # (n, elem_bytes) -> weight first: many rows with the residual stored, decode (132 rows) with it stored, a
-# sparse decode (1 row) with it stored, y only (docs/tuning.md#forward-weight-first; fp32 8192-element decode
+# sparse decode (1 row) with it stored, y only (docs/tuning.md#forward-weight-first; decode tiles over 8 KiB
+# with the residual stored, fp32 2049-4096 too, load it before the sums, but fp32 8192-element decode
 # tiles of 132 rows, over 1.5 MiB, load it first: docs/tuning.md#forward-decode-weight-before-the-sums;
 # docs/tuning.md#forward-sparse-decode-warps: bf16 decode rows over 10240 wide writing y only load it before
 # the sums; a lone bf16 16384 row with the residual stored splits and loads it before the sums,
@@ -220,7 +224,8 @@ def test_without_a_residual_store_whole_rows_load_the_weight_first(n, n_rows, el
 WEIGHT_FIRST = {(2880, 2): (True, True, True, True), (4096, 2): (True, True, True, True),
                 (5120, 2): (True, False, False, True), (8192, 2): (True, False, False, True),
                 (8200, 2): (False, False, True, True), (16384, 2): (False, False, False, False),
-                (2048, 4): (True, True, True, True), (4096, 4): (True, True, True, True),
+                (2048, 4): (True, True, True, True), (2056, 4): (True, False, False, True),
+                (4096, 4): (True, False, False, True),
                 (8192, 4): (True, True, False, True)}
 
 
@@ -231,16 +236,30 @@ def test_weight_first_follows_the_tile_and_the_residual_store(n, elem_bytes):
     assert got == WEIGHT_FIRST[n, elem_bytes]
 
 
+def test_decode_weight_first_edge_follows_its_setting():
+    # The edge is few_rows_weight_first_max_bytes of tile, not a width: at 16 KiB fp32 4096-element decode
+    # tiles load the weight first again, at 4 KiB bf16 4096-element ones no longer do.
+    def load(n, elem_bytes, max_bytes):
+        custom = dataclasses.replace(HOPPER, forward=dataclasses.replace(
+            HOPPER.forward, few_rows_weight_first_max_bytes=max_bytes))
+        return forward_config(n, elem_bytes, 132, custom, n_rows=64).weight_load
+
+    assert (load(4096, 4, 8192), load(4096, 4, 16384)) == ("before_sum", "first")
+    assert (load(4096, 2, 8192), load(4096, 2, 4096)) == ("first", "before_sum")
+
+
 @pytest.mark.parametrize("elem_bytes", [2, 4])
 @pytest.mark.parametrize("n", WIDTHS)
 def test_wider_decode_tiles_load_the_weight_before_the_row_sums(n, elem_bytes):
     # docs/tuning.md#forward-decode-weight-before-the-sums: with the residual stored, a decode tile
-    # past few_rows_max_tile loads the weight between the rows and their sums; many rows wait for rstd.
+    # of more than few_rows_weight_first_max_bytes loads the weight between the rows and their sums; many rows
+    # wait for rstd.
     few, many = (forward_config(n, elem_bytes, 132, n_rows=rows) for rows in (132, None))
     if few.splits == 1 and few.path == "rows":
         # fp32 rows of 4097-8192 at 132 rows are over few_rows_dense_bytes: the weight first, with 16 warps.
         dense = elem_bytes == 4 and few.block_n == F.few_rows_thread_max_tile
-        assert few.weight_load == ("before_sum" if few.block_n > F.few_rows_max_tile and not dense else "first")
+        wide = few.block_n * elem_bytes > F.few_rows_weight_first_max_bytes
+        assert few.weight_load == ("before_sum" if wide and not dense else "first")
     if many.splits == 1 and many.path == "rows":
         # docs/tuning.md#forward-whole-row-tiles: a 64 KiB tile holds its SM alone and loads it before the sums.
         late = "before_sum" if many.block_n * elem_bytes == 65536 else "after_sum"
