@@ -83,7 +83,7 @@ def _row_class(n_rows: int | None, n_cols: int, elem_bytes: int, max_splits: int
     # fills it), "few_split_lone" (as few_split, one row, and a lone row over few_rows_split_lone_min_cols with
     # the residual stored, not fp16: _lone_split's pieces), "few_sparse" (few, with at
     # least few_rows_sparse_sms_per_row SMs a row), "few_dense" (few, rows of more than few_rows_dense_bytes
-    # in all), "under_band" (more than few, at most persistent_min_rows_per_sm an SM), "band" (the
+    # in all, few_rows_narrow_dense_bytes in tiles up to few_rows_max_tile), "under_band" (more than few, at most persistent_min_rows_per_sm an SM), "band" (the
     # persistent grid's row counts) or "many" (more, or None).
     if n_rows is None:
         return "many"
@@ -103,7 +103,10 @@ def _row_class(n_rows: int | None, n_cols: int, elem_bytes: int, max_splits: int
                 return split
         if n_rows * f.few_rows_sparse_sms_per_row <= max_splits:
             return "few_sparse"
-        return "few_dense" if ints and n_rows * n_cols * elem_bytes > f.few_rows_dense_bytes else "few"
+        # Tiles up to few_rows_max_tile are dense from fewer bytes (docs/tuning.md#forward-decode-weight-before-the-sums).
+        dense = (f.few_rows_narrow_dense_bytes if ints and triton.next_power_of_2(n_cols) <= f.few_rows_max_tile
+                 else f.few_rows_dense_bytes)
+        return "few_dense" if ints and n_rows * n_cols * elem_bytes > dense else "few"
     if n_rows <= f.persistent_min_rows_per_sm * max_splits:
         return "under_band"
     return "band" if _in_band(n_rows, max_splits, f) else "many"
@@ -243,9 +246,11 @@ def _forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
                     return ForwardConfig("rows", block_m, block_n, 1, warps, "first")
             else:
                 warps = f.max_warps
-        elif rows == "band" and block_n * elem_bytes == f.band_tile_bytes:
-            # 2-8 rows an SM: more warps a row keep more of its loads in flight (docs/tuning.md#forward-warps).
-            warps = max(warps, f.band_warps)
+        elif rows == "band" and (block_n * elem_bytes == f.band_tile_bytes or elem_bytes == 4
+                                 and f.band_tile_bytes < block_n * elem_bytes < f.persistent_tile_bytes):
+            # 2-8 rows an SM: more warps a row keep more of its loads in flight (docs/tuning.md#forward-warps);
+            # fp32's wider tiles at the same bytes a warp (docs/tuning.md#forward-band-waves).
+            warps = max(warps, f.band_warps * block_n * elem_bytes // f.band_tile_bytes)
         elif rows == "many" and stores_residual and block_n * elem_bytes == f.band_tile_bytes:
             # Past the band likewise while a thread holds many_rows_thread_elems: 2-byte rows on 8 warps, fp32
             # on 4; y alone reads as fast on the bytes' warps (docs/tuning.md#forward-warps).
@@ -254,7 +259,10 @@ def _forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
         # fp16's light decode tiles past few_rows_thread_max_tile read faster with the weight first
         # (docs/tuning.md#forward-decode-weight-before-the-sums).
         fp16_first = fp16 and few_rows and block_n > f.few_rows_thread_max_tile and _light(block_n, f)
-        first = (block_n * elem_bytes <= f.few_rows_weight_first_max_bytes if few_rows
+        # Dense decode launches of tiles up to few_rows_max_tile load it first too
+        # (docs/tuning.md#forward-decode-weight-before-the-sums).
+        first = (block_n * elem_bytes <= f.few_rows_weight_first_max_bytes
+                 or (rows == "few_dense" and block_n <= f.few_rows_max_tile) if few_rows
                  else block_n <= f.weight_first_max_n)
         if first or not stores_residual or fp16_first:
             return ForwardConfig("rows", block_m, block_n, 1, warps, "first")
