@@ -248,9 +248,9 @@ def _forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
                 warps = f.max_warps
         elif rows == "band" and (block_n * elem_bytes == f.band_tile_bytes or elem_bytes == 4
                                  and f.band_tile_bytes < block_n * elem_bytes < f.persistent_tile_bytes):
-            # 2-8 rows an SM: more warps a row keep more of its loads in flight (docs/tuning.md#forward-warps);
-            # fp32's wider tiles at the same bytes a warp (docs/tuning.md#forward-band-waves).
-            warps = max(warps, f.band_warps * block_n * elem_bytes // f.band_tile_bytes)
+            # 2-8 rows an SM: more warps a row keep more of its loads in flight (docs/tuning.md#forward-warps),
+            # fp32's wider tiles as many (docs/tuning.md#forward-band-waves).
+            warps = max(warps, f.band_warps)
         elif rows == "many" and stores_residual and block_n * elem_bytes == f.band_tile_bytes:
             # Past the band likewise while a thread holds many_rows_thread_elems: 2-byte rows on 8 warps, fp32
             # on 4; y alone reads as fast on the bytes' warps (docs/tuning.md#forward-warps).
