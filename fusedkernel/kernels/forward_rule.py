@@ -104,8 +104,7 @@ def _row_class(n_rows: int | None, n_cols: int, elem_bytes: int, max_splits: int
         if n_rows * f.few_rows_sparse_sms_per_row <= max_splits:
             return "few_sparse"
         # Tiles up to few_rows_max_tile are dense from fewer bytes (docs/tuning.md#forward-decode-weight-before-the-sums).
-        dense = (f.few_rows_narrow_dense_bytes if ints and triton.next_power_of_2(n_cols) <= f.few_rows_max_tile
-                 else f.few_rows_dense_bytes)
+        dense = f.few_rows_narrow_dense_bytes if ints and n_cols <= f.few_rows_max_tile else f.few_rows_dense_bytes
         return "few_dense" if ints and n_rows * n_cols * elem_bytes > dense else "few"
     if n_rows <= f.persistent_min_rows_per_sm * max_splits:
         return "under_band"

@@ -33,9 +33,12 @@ def test_every_column_is_covered(n, max_splits, elem_bytes):
         # Whole narrow rows load the weight first; elsewhere its registers cost more.
         assert (cfg.weight_load == "first") == (cfg.splits == 1 and cfg.block_n <= WEIGHT_FIRST_MAX_N)
         few = forward_config(n, elem_bytes, max_splits, n_rows=max_splits)
-        dense_fp32 = (elem_bytes == 4 and F.few_rows_max_tile < few.block_n <= F.few_rows_thread_max_tile
-                      and max_splits * n * elem_bytes > F.few_rows_dense_bytes)
-        first = few.block_n * elem_bytes <= F.few_rows_weight_first_max_bytes or dense_fp32
+        # A dense decode launch: tiles of few_rows_max_tile at most, and fp32's up to few_rows_thread_max_tile.
+        dense = max_splits * n * elem_bytes > (F.few_rows_narrow_dense_bytes if n <= F.few_rows_max_tile
+                                               else F.few_rows_dense_bytes)
+        dense_first = dense and (few.block_n <= F.few_rows_max_tile
+                                 or (elem_bytes == 4 and few.block_n <= F.few_rows_thread_max_tile))
+        first = few.block_n * elem_bytes <= F.few_rows_weight_first_max_bytes or dense_first
         assert (few.weight_load == "first") == (few.splits == 1 and first)
         # A sparse decode row (one on 132 SMs) past few_rows_thread_max_tile loads it first.
         lone = forward_config(n, elem_bytes, max_splits, n_rows=1)
@@ -116,9 +119,9 @@ def test_whole_row_warps_follow_the_row_bytes_and_the_row_count(n, elem_bytes):
     assert few.block_m == 1 and many.block_m == max(1, F.narrow_tile_elems // many.block_n)
     assert few.block_n == many.block_n
     assert few_y.weight_load == ("before_sum" if few_y.num_warps == 4 and n > 10240 else "first")
-    # Decode tiles of at most 8 KiB load the weight first, as do fp32 rows of 4097-8192 at 132 rows (more
-    # than 1.5 MiB).
-    dense_fp32 = elem_bytes == 4 and few.block_n == 8192
+    # Decode tiles of at most 8 KiB load the weight first, as do fp32 rows of 2049-4096 (more than 1 MiB) and
+    # 4097-8192 (more than 1.5 MiB) at 132 rows.
+    dense_fp32 = elem_bytes == 4 and few.block_n in (4096, 8192)
     assert (few.weight_load == "first") == (few.block_n * elem_bytes <= 8192 or dense_fp32)
 
 
@@ -135,8 +138,10 @@ SPARSE = {(4096, 2): ((8, "first"), (8, "first")), (8192, 2): ((16, "before_sum"
 
 
 def _not_dense(n: int, elem_bytes: int, sms: int) -> int:
-    # The most decode rows of n elements whose bytes stay within few_rows_dense_bytes.
-    return min(sms, F.few_rows_dense_bytes // (n * elem_bytes))
+    # The most decode rows of n elements whose bytes stay within few_rows_dense_bytes
+    # (few_rows_narrow_dense_bytes in tiles up to few_rows_max_tile).
+    dense = F.few_rows_narrow_dense_bytes if n <= F.few_rows_max_tile else F.few_rows_dense_bytes
+    return min(sms, dense // (n * elem_bytes))
 
 
 @pytest.mark.parametrize("n, elem_bytes", SPARSE)
@@ -216,16 +221,17 @@ def test_without_a_residual_store_whole_rows_load_the_weight_first(n, n_rows, el
 
 # (n, elem_bytes) -> weight first: many rows with the residual stored, decode (132 rows) with it stored, a
 # sparse decode (1 row) with it stored, y only (docs/tuning.md#forward-weight-first; decode tiles over 8 KiB
-# with the residual stored, fp32 2049-4096 too, load it before the sums, but fp32 8192-element decode
-# tiles of 132 rows, over 1.5 MiB, load it first: docs/tuning.md#forward-decode-weight-before-the-sums;
+# with the residual stored, fp32 2049-4096 too, load it before the sums, but fp32 4096-element decode tiles
+# of 132 rows, over 1 MiB, and 8192-element ones, over 1.5 MiB, load it first:
+# docs/tuning.md#forward-decode-weight-before-the-sums;
 # docs/tuning.md#forward-sparse-decode-warps: bf16 decode rows over 10240 wide writing y only load it before
 # the sums; a lone bf16 16384 row with the residual stored splits and loads it before the sums,
 # docs/tuning.md#forward-decode-split-rows).
 WEIGHT_FIRST = {(2880, 2): (True, True, True, True), (4096, 2): (True, True, True, True),
                 (5120, 2): (True, False, False, True), (8192, 2): (True, False, False, True),
                 (8200, 2): (False, False, True, True), (16384, 2): (False, False, False, False),
-                (2048, 4): (True, True, True, True), (2056, 4): (True, False, False, True),
-                (4096, 4): (True, False, False, True),
+                (2048, 4): (True, True, True, True), (2056, 4): (True, True, False, True),
+                (4096, 4): (True, True, False, True),
                 (8192, 4): (True, True, False, True)}
 
 
@@ -256,8 +262,9 @@ def test_wider_decode_tiles_load_the_weight_before_the_row_sums(n, elem_bytes):
     # wait for rstd.
     few, many = (forward_config(n, elem_bytes, 132, n_rows=rows) for rows in (132, None))
     if few.splits == 1 and few.path == "rows":
-        # fp32 rows of 4097-8192 at 132 rows are over few_rows_dense_bytes: the weight first, with 16 warps.
-        dense = elem_bytes == 4 and few.block_n == F.few_rows_thread_max_tile
+        # fp32 rows of 2049-8192 at 132 rows are dense (over few_rows_narrow_dense_bytes, few_rows_dense_bytes):
+        # the weight first.
+        dense = elem_bytes == 4 and few.block_n in (F.few_rows_max_tile, F.few_rows_thread_max_tile)
         wide = few.block_n * elem_bytes > F.few_rows_weight_first_max_bytes
         assert few.weight_load == ("before_sum" if wide and not dense else "first")
     if many.splits == 1 and many.path == "rows":
@@ -512,11 +519,13 @@ def test_the_persistent_grid_takes_16_warps_up_to_its_setting(edge):
 
 
 # (n, elem_bytes) -> warps at 264, 265, 1056 and 1057 rows on 132 SMs: at 2-8 rows an SM, whole-row
-# tiles of 8 KiB (bf16 2049-4096 wide, fp32 1025-2048) take 8 warps, and past it, with the residual
-# stored, the warps that hold 16 elements a thread (2-byte: 8, fp32: 4) (docs/tuning.md#forward-warps);
-# other tiles and row counts keep the rule's warps per row byte.
+# tiles of 8 KiB (bf16 2049-4096 wide, fp32 1025-2048) take 8 warps, as do fp32 tiles of 16 KiB (2049-2559
+# wide had 4: docs/tuning.md#forward-band-waves), and past it, with the residual stored, the warps that hold
+# 16 elements a thread (2-byte: 8, fp32: 4) (docs/tuning.md#forward-warps); other tiles (2-byte 16 KiB ones
+# too) and row counts keep the rule's warps per row byte.
 BAND_WARPS = {(2880, 2): (4, 8, 8, 8), (4096, 2): (4, 8, 8, 8), (2304, 2): (4, 8, 8, 8),
               (1536, 4): (4, 8, 8, 4), (2048, 4): (4, 8, 8, 4), (2048, 2): (4, 4, 4, 4),
+              (2056, 4): (4, 8, 8, 4), (2552, 4): (4, 8, 8, 4), (2560, 4): (8, 8, 8, 8),
               (5120, 2): (8, 8, 8, 8), (1024, 4): (4, 4, 4, 4)}
 
 
