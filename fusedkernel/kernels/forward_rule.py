@@ -83,8 +83,9 @@ def _row_class(n_rows: int | None, n_cols: int, elem_bytes: int, max_splits: int
     # fills it), "few_split_lone" (as few_split, one row, and a lone row over few_rows_split_lone_min_cols with
     # the residual stored, not fp16: _lone_split's pieces), "few_sparse" (few, with at
     # least few_rows_sparse_sms_per_row SMs a row), "few_dense" (few, rows of more than few_rows_dense_bytes
-    # in all, few_rows_narrow_dense_bytes in tiles up to few_rows_max_tile), "under_band" (more than few, at most persistent_min_rows_per_sm an SM), "band" (the
-    # persistent grid's row counts) or "many" (more, or None).
+    # in all, few_rows_narrow_dense_bytes in tiles up to few_rows_max_tile), "under_band" (more than few,
+    # at most persistent_min_rows_per_sm an SM), "band" (the persistent grid's row counts) or "many" (more,
+    # or None).
     if n_rows is None:
         return "many"
     if type(n_rows) is not int or n_rows < 0:
@@ -103,7 +104,8 @@ def _row_class(n_rows: int | None, n_cols: int, elem_bytes: int, max_splits: int
                 return split
         if n_rows * f.few_rows_sparse_sms_per_row <= max_splits:
             return "few_sparse"
-        # Tiles up to few_rows_max_tile are dense from fewer bytes (docs/tuning.md#forward-decode-weight-before-the-sums).
+        # Tiles up to few_rows_max_tile are dense from fewer bytes
+        # (docs/tuning.md#forward-decode-weight-before-the-sums).
         dense = f.few_rows_narrow_dense_bytes if ints and n_cols <= f.few_rows_max_tile else f.few_rows_dense_bytes
         return "few_dense" if ints and n_rows * n_cols * elem_bytes > dense else "few"
     if n_rows <= f.persistent_min_rows_per_sm * max_splits:
