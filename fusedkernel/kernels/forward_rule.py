@@ -247,8 +247,8 @@ def _forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
                     return ForwardConfig("rows", block_m, block_n, 1, warps, "first")
             else:
                 warps = f.max_warps
-        elif rows == "band" and (block_n * elem_bytes == f.band_tile_bytes or elem_bytes == 4
-                                 and f.band_tile_bytes < block_n * elem_bytes < f.persistent_tile_bytes):
+        elif rows == "band" and (block_n * elem_bytes == f.band_tile_bytes
+                                 or elem_bytes == 4 and block_n * elem_bytes == 2 * f.band_tile_bytes):
             # 2-8 rows an SM: more warps a row keep more of its loads in flight (docs/tuning.md#forward-warps),
             # fp32's wider tiles as many (docs/tuning.md#forward-band-waves).
             warps = max(warps, f.band_warps)

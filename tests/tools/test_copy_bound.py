@@ -1,6 +1,7 @@
 """tools/kernel/copy_bound.py: a launch's copy moves the op's bytes (checked here in the interpreter)."""
 
 import pathlib
+import re
 import sys
 
 import pytest
@@ -42,3 +43,25 @@ def test_a_launch_that_does_not_cover_the_row_is_refused(cfg):
     x = torch.zeros(2, 80)
     with pytest.raises(ValueError, match="a copy takes a rows or persistent launch covering the hidden size 80"):
         copy_bound.copy_rows(x, x, torch.zeros(80), x.clone(), None, cfg)
+
+
+def _tensors(rows=4, n=80, dtype=torch.float32):
+    x = torch.randn(rows, n).to(dtype)
+    return x, torch.randn(rows, n).to(dtype), torch.randn(n).to(dtype), torch.empty(rows, n, dtype=dtype)
+
+
+@pytest.mark.parametrize("bad, message", [
+    # A review's finds: the kernel took every stride for the hidden size and read or wrote past the tensors.
+    (lambda x, r, w, y: (x, r[:2], w, y), "residual must be contiguous, of x's shape (4, 80)"),
+    (lambda x, r, w, y: (x, r, w, y[:2]), "y must be contiguous, of x's shape (4, 80)"),
+    (lambda x, r, w, y: (torch.randn(4, 160)[:, :80], r, w, y), "x must be contiguous"),
+    (lambda x, r, w, y: (x, r, w, y.to(torch.float16)), "y must be contiguous, of x's shape (4, 80) and dtype"),
+    (lambda x, r, w, y: (x, r, w[:10], y), "weight must be contiguous, of shape (80,), got (10,)"),
+    (lambda x, r, w, y: (x[0], r[0], w, y[0]), "x must be 2-D (rows, hidden size), got shape (80,)"),
+])
+def test_tensors_that_are_not_the_ops_layout_are_refused(bad, message):
+    cfg = ForwardConfig("rows", 1, 128, 1, 4, "first")
+    with pytest.raises(ValueError, match=re.escape(message)):
+        copy_bound.copy_rows(*bad(*_tensors()), None, cfg)
+    with pytest.raises(TypeError, match="cfg must be a ForwardConfig, got NoneType"):
+        copy_bound.copy_rows(*_tensors(), None, None)

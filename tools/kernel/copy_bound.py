@@ -17,7 +17,7 @@ import triton.language as tl
 
 from fusedkernel.kernels import launch
 from fusedkernel.kernels.config import ForwardConfig
-from fusedkernel.kernels.forward import _aligned, _fwd_tile
+from fusedkernel.kernels.forward import _aligned, _fwd_tile, _persistent_kernel
 
 
 @triton.jit(do_not_specialize=["n_rows"])
@@ -66,17 +66,39 @@ def _persistent_copy(x_ptr, r_ptr, w_ptr, y_ptr, res_ptr, n_rows, n_cols, stride
             y_ptr.dtype.element_ty), mask=mask)
 
 
+COPY_OF = "copy of "  # how the sweeps name a copy's launch: "copy of ForwardConfig(...)"
+_fits: dict[tuple, int] = {}  # programs an SM holds, by launch, tensors' dtypes and vector width
+
+
+def check(x: torch.Tensor, r: torch.Tensor, w: torch.Tensor, y: torch.Tensor, res: torch.Tensor | None,
+          cfg: ForwardConfig) -> None:
+    """:func:`copy_rows`'s argument checks: TypeError or ValueError naming the argument."""
+    if type(cfg) is not ForwardConfig:
+        raise TypeError(f"cfg must be a ForwardConfig, got {type(cfg).__name__}")
+    if x.dim() != 2:
+        raise ValueError(f"x must be 2-D (rows, hidden size), got shape {tuple(x.shape)}")
+    for name, t in (("x", x), ("residual", r), ("y", y), ("residual output", res)):
+        if t is not None and (t.shape != x.shape or t.dtype != x.dtype or not t.is_contiguous()):
+            raise ValueError(f"{name} must be contiguous, of x's shape {tuple(x.shape)} and dtype {x.dtype}, "
+                             f"got {tuple(t.shape)}, {t.dtype}, contiguous={t.is_contiguous()}")
+    if w.shape != x.shape[1:] or not w.is_contiguous():
+        raise ValueError(f"weight must be contiguous, of shape ({x.shape[1]},), got {tuple(w.shape)}")
+    n_cols = x.shape[1]
+    if cfg.path == "looped" or cfg.block_n * (cfg.splits if cfg.path == "rows" else 1) < n_cols:
+        raise ValueError(f"cfg: a copy takes a rows or persistent launch covering the hidden size {n_cols}, got {cfg}")
+
+
 def copy_rows(x: torch.Tensor, r: torch.Tensor, w: torch.Tensor, y: torch.Tensor, res: torch.Tensor | None,
               cfg: ForwardConfig) -> None:
     """Launch ``cfg``'s copy on contiguous (rows, N) tensors: y = (x + r) * w, res = x + r where given.
 
-    ``cfg``: a rows or persistent launch covering the row (the persistent grid as the op sizes it: at most
-    ``cfg.programs_per_sm`` programs an SM, and no more than its compiled copy lets an SM hold). ValueError
-    for a looped launch or a tile that does not cover the row.
+    r, y and res: x's shape and dtype; w: (N,). ``cfg``: a rows or persistent launch covering the row, the
+    persistent grid sized as the op's launch of it (at most ``cfg.programs_per_sm`` programs an SM, and no
+    more than the op's kernel or the copy lets an SM hold; 4 programs in the interpreter, as the op).
+    TypeError or ValueError (:func:`check`) for other arguments or a looped launch.
     """
+    check(x, r, w, y, res, cfg)
     n_rows, n_cols = x.shape
-    if cfg.path == "looped" or cfg.block_n * (cfg.splits if cfg.path == "rows" else 1) < n_cols:
-        raise ValueError(f"cfg: a copy takes a rows or persistent launch covering the hidden size {n_cols}, got {cfg}")
     vec = launch._vector_width(x.element_size(), n_cols)
     ptrs, ints = (x, r, w, y, res), (n_rows, n_cols, n_cols, n_cols, n_cols, n_cols)
     store = res is not None
@@ -86,8 +108,12 @@ def copy_rows(x: torch.Tensor, r: torch.Tensor, w: torch.Tensor, y: torch.Tensor
             num_warps=cfg.num_warps)
         return
     meta = dict(BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, STORE_RES=store, VEC=vec, num_warps=cfg.num_warps)
-    per_sm = cfg.programs_per_sm
+    programs = 4
     if not launch.INTERPRET:
-        per_sm = max(1, min(per_sm, launch._fit(_persistent_copy, (*ptrs, *ints), meta, x.get_device())))
-    programs = min(-(-n_rows // cfg.block_m), per_sm * launch._max_splits(x.get_device()))
-    _persistent_copy[(max(1, programs),)](*ptrs, *ints, **meta)
+        device = x.get_device()
+        key = (cfg, x.dtype, w.dtype, store, vec, device)
+        if key not in _fits:
+            op = launch._fit(_persistent_kernel, (*ptrs[:5], None, *ints, 0.0), {**meta, "STORE_RSTD": False}, device)
+            _fits[key] = min(op, launch._fit(_persistent_copy, (*ptrs, *ints), meta, device))
+        programs = max(1, min(cfg.programs_per_sm, _fits[key])) * launch._sm_count(device)
+    _persistent_copy[(max(1, min(-(-n_rows // cfg.block_m), programs)),)](*ptrs, *ints, **meta)

@@ -34,6 +34,7 @@ resumes where it stopped.
 """
 
 import argparse
+import dataclasses
 import functools
 import itertools
 import json
@@ -46,7 +47,7 @@ import torch
 import triton
 
 from _sweep import counts, dtype_names, exit_status, json_path, names, write_json  # also puts the repository on sys.path
-from copy_bound import copy_rows  # noqa: E402
+from copy_bound import COPY_OF, copy_rows  # noqa: E402
 from benchmarks._measure import INTERPRET, interleaved_rounds, warm_up  # noqa: E402
 from fusedkernel.kernels import launch  # noqa: E402
 from fusedkernel.kernels.config import ForwardConfig, settings_for  # noqa: E402
@@ -86,6 +87,8 @@ def labels(text: str) -> list[str]:
             label = label.removeprefix(COPY)
             if label != "rule":  # the rule's launch is the op's for the case's tensors: per case
                 setting(label, 4096)
+        if all(label.startswith(COPY) for label in out):
+            raise ValueError("--settings: a copy is timed beside a launch of the op; name one (rule, W/8f, ...)")
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e))
     return out
@@ -113,17 +116,20 @@ def measure(case: Case, chosen: list[str], rounds: int) -> dict | None:
         name = label.removeprefix(COPY)
         try:
             cfg = case.rule() if name == "rule" else setting(name, case.n)
+            if copy and cfg.path == "rows" and cfg.weight_load == "after_sum":  # no sums: one load with before
+                cfg = dataclasses.replace(cfg, weight_load="before_sum")
             if (copy, cfg) in configs.values():
                 continue
-            if copy:  # wrong by design: its launch checked only
-                ops[label] = functools.partial(copy_rows, case.x, case.r, case.w, case.y, case.res, cfg)
+            if copy:  # wrong by design: run once, its launch and arguments checked, its result not
+                op = functools.partial(copy_rows, case.x, case.r, case.w, case.y, case.res, cfg)
+                op()
             else:
                 case.check(cfg)
-                ops[label] = functools.partial(case.run, cfg)
+                op = functools.partial(case.run, cfg)
         except Exception as e:  # noqa: BLE001 - report the setting and go on
             print(f"| {case.label} | {label} | error: {type(e).__name__}: {e} | | | |", flush=True)
             continue
-        configs[label] = (copy, cfg)
+        configs[label], ops[label] = (copy, cfg), op
     if not any(not copy for copy, _ in configs.values()):
         return None
     warm_up(case.floor, 1.0)
@@ -133,7 +139,7 @@ def measure(case: Case, chosen: list[str], rounds: int) -> dict | None:
     # The upper median: the statistic of the head-to-head files in docs/sweeps (12 rounds: the 7th of 12).
     fraction = {label: statistics.median_high(f / o for o, f in zip(*raw[label])) for label in raw}
     best = max(fraction[label] for label, (copy, _) in configs.items() if not copy)
-    shown = {label: ("copy of " if copy else "") + repr(cfg) for label, (copy, cfg) in configs.items()}
+    shown = {label: (COPY_OF if copy else "") + repr(cfg) for label, (copy, cfg) in configs.items()}
     for label, (op_s, floor_s) in raw.items():
         print(f"| {case.label} | {label} | {shown[label]} | {statistics.median(op_s) * 1e6:.2f} | "
               f"{statistics.median(floor_s) * 1e6:.2f} | {fraction[label]:.3f} | {fraction[label] / best:.3f} |",

@@ -28,6 +28,7 @@ import sys
 
 from _sweep import json_path  # also puts the repository on sys.path
 from registers import ELEM, H200_LIMITS, H200_SMS, forward_usage  # noqa: E402
+from copy_bound import COPY_OF  # noqa: E402 - after registers, which makes the kernels for sm_90
 from fusedkernel.kernels import launch  # noqa: E402
 from fusedkernel.kernels.backward_rule import backward_config  # noqa: E402
 from fusedkernel.kernels.config import HOPPER  # noqa: E402
@@ -49,7 +50,7 @@ def measured(rows: list) -> dict[str, dict[str, list[float]]]:
         elif isinstance(r.get("configs"), dict) and isinstance(r.get("fraction"), dict):
             for label, cfg in r["configs"].items():
                 # head_to_head.py's copies ("copy of ForwardConfig(...)") bound a launch; they are not one.
-                if isinstance(cfg, str) and not cfg.startswith("copy of ") and _number(r["fraction"].get(label)):
+                if isinstance(cfg, str) and not cfg.startswith(COPY_OF) and _number(r["fraction"].get(label)):
                     out[r["case"]].setdefault(cfg, []).append(r["fraction"][label])
     return out
 
