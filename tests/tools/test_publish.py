@@ -198,6 +198,14 @@ def test_publish_replaces_the_folder_a_linked_site_names(monkeypatch, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["html", "served"]
 
 
+def test_a_link_to_a_site_not_yet_there_gets_the_site(monkeypatch, tmp_path):
+    (tmp_path / "html").symlink_to(tmp_path / "served" / "site")  # dangling: nothing there yet
+    monkeypatch.setattr(publish.asvrun, "SITE", tmp_path / "html")
+    monkeypatch.setattr(publish.asvrun, "asv", fake_asv(0))
+    assert publish.publish() == 0
+    assert (tmp_path / "html").is_symlink() and "asv's new index" in (tmp_path / "html" / "index.html").read_text()
+
+
 def test_a_publish_stopped_between_its_renames_gets_the_last_site_back(monkeypatch, tmp_path):
     pages = last_site(tmp_path, monkeypatch, "html.old")
     monkeypatch.setattr(publish.asvrun, "SITE", tmp_path / "html")
