@@ -5,7 +5,8 @@ load, loads x, the residual and the weight, and stores x + residual (where
 the op stores it) and (x + residual) * weight as y: the op's bytes and
 memory order, no row sum, no exchange between a split row's programs, no
 rstd (so y is wrong by design). What a launch's copy reads against the floor
-bounds what that launch of the op can read (docs/tuning.md#copy-bounds).
+is a reference for what that launch of the op can read, within a few
+hundredths, not a strict bound (docs/tuning.md#copy-bounds).
 ``head_to_head.py`` times them as ``copy:<setting>``.
 """
 
