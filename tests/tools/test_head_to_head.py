@@ -91,7 +91,7 @@ def test_a_case_no_setting_passes_fails_the_run(monkeypatch, capsys):
     monkeypatch.setattr(head_to_head.Case, "check", wrong)
     args = ["--settings", "rule,W/4f", "--dtypes", "fp32", "--widths", "64", "--tokens", "2", "--rounds", "1"]
     assert head_to_head.main(args) == 1
-    assert "no candidate passed its check in 1 case: fp32 2x64 inference" in capsys.readouterr().err
+    assert "nothing measured in 1 case (no candidate passed its check, or out of GPU memory: the rows above): fp32 2x64 inference" in capsys.readouterr().err
 
 
 def test_bf16_passes_its_check_in_the_interpreter():
@@ -167,3 +167,24 @@ def test_without_a_gpu_or_the_interpreter_it_says_so():
     out = subprocess.run([sys.executable, str(script), "--settings", "rule,W/4f"], capture_output=True, text=True,
                          env=env)
     assert out.returncode == 2 and "no GPU here: run it on one, or set TRITON_INTERPRET=1" in out.stderr, out.stderr
+
+
+def test_a_case_too_large_for_the_gpu_is_reported_and_the_next_one_runs(tmp_path, monkeypatch, capsys):
+    # It ended the run with a traceback: the cases after it were lost.
+    import torch
+
+    real = torch.randn
+
+    def randn(*size, **kw):
+        if size[-1] == 128:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+        return real(*size, **kw)
+
+    monkeypatch.setattr(torch, "randn", randn)
+    path = tmp_path / "h2h.json"
+    assert head_to_head.main(["--settings", "rule", "--dtypes", "fp32", "--widths", "128,64", "--tokens", "2",
+                              "--rounds", "1", "--json", str(path)]) == 1
+    out, err = capsys.readouterr()
+    assert "| fp32 2x128 inference | out of GPU memory: CUDA out of memory. Tried to allocate 20.00 GiB |" in out
+    assert [r["case"] for r in json.loads(path.read_text())] == ["fp32 2x64 inference"]
+    assert err.rstrip().endswith("the rows above): fp32 2x128 inference"), err

@@ -35,7 +35,7 @@ def test_a_case_no_candidate_passes_is_named_and_fails_the_run(capsys):
     assert _sweep.sweep("bf16 4x64", ["rule", "other"], lambda cfg: None, check, lambda: None) == []
     assert capsys.readouterr().out.splitlines()[-1] == "NONE bf16 4x64: every candidate failed its check"
     assert _sweep.exit_status([]) == 0 and _sweep.exit_status(["bf16 4x64", "fp32 2x64"]) == 1
-    assert "no candidate passed its check in 2 cases: bf16 4x64, fp32 2x64" in capsys.readouterr().err
+    assert "nothing measured in 2 cases (no candidate passed its check, or out of GPU memory: the rows above): bf16 4x64, fp32 2x64" in capsys.readouterr().err
 
 
 def test_rows_hold_the_asked_size_and_at_least_128():
@@ -163,3 +163,30 @@ def test_host_overhead_shows_its_help_and_needs_a_gpu():
         out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                              env={**os.environ, "TRITON_INTERPRET": "1"})
         assert out.returncode == 1 and "no GPU here" in out.stderr and "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("tool, args", [
+    ("tune_forward.py", ["--op", "inference", "--tokens", "2"]),
+    ("tune_backward.py", ["--rows", "2", "--paths", "rows"])])
+def test_a_case_too_large_for_the_gpu_is_reported_and_the_next_one_runs(tool, args, monkeypatch, capsys):
+    # A width too wide for the GPU ended the sweep with a traceback: every case after it was lost.
+    import runpy
+
+    import torch
+
+    real = torch.randn
+
+    def randn(*size, **kw):
+        if size[-1] == 128:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB\nmore")
+        return real(*size, **kw)
+
+    monkeypatch.setattr(torch, "randn", randn)
+    monkeypatch.setattr(sys, "argv", [tool, "--dtypes", "fp32", "--widths", "128,64", *args])
+    with pytest.raises(SystemExit) as e:
+        runpy.run_path(str(pathlib.Path(_sweep.__file__).with_name(tool)), run_name="__main__")
+    out, err = capsys.readouterr()
+    label = "fp32 2x128 inference" if tool == "tune_forward.py" else "fp32 2x128"
+    assert f"| {label} | out of GPU memory: CUDA out of memory. Tried to allocate 20.00 GiB | | |" in out, out
+    assert "BEST fp32 2x64" in out and e.value.code == 1
+    assert err.rstrip().endswith(f"the rows above): {label}"), err

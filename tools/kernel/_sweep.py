@@ -59,11 +59,23 @@ def sweep(label: str, candidates: list, run, check, floor, timer=None) -> list[d
     return rows
 
 
+def allocated(make, label: str):
+    """``make()`` (a case's GPU tensors), or None, reported, where they do not fit in GPU memory.
+
+    A width too wide for the GPU fails its own case; the cases after it still run.
+    """
+    try:
+        return make()
+    except torch.OutOfMemoryError as e:
+        print(f"| {label} | out of GPU memory: {str(e).splitlines()[0]} | | |", flush=True)
+        return None
+
+
 def exit_status(failed: list[str]) -> int:
-    """0, or 1 with the cases (labels) no candidate passed named on stderr."""
+    """0, or 1 with the cases (labels) that measured nothing named on stderr."""
     if failed:
-        print(f"no candidate passed its check in {len(failed)} case{'s' * (len(failed) > 1)}: {', '.join(failed)}",
-              file=sys.stderr)
+        print(f"nothing measured in {len(failed)} case{'s' * (len(failed) > 1)} (no candidate passed its check, or "
+              f"out of GPU memory: the rows above): {', '.join(failed)}", file=sys.stderr)
     return 1 if failed else 0
 
 

@@ -46,7 +46,7 @@ import sys
 import torch
 import triton
 
-from _sweep import counts, dtype_names, exit_status, json_path, names, write_json  # also puts the repository on sys.path
+from _sweep import allocated, counts, dtype_names, exit_status, json_path, names, write_json  # also puts the repository on sys.path
 from copy_bound import COPY_OF, copy_rows  # noqa: E402
 from benchmarks._measure import INTERPRET, interleaved_rounds, warm_up  # noqa: E402
 from fusedkernel.kernels import launch  # noqa: E402
@@ -181,10 +181,12 @@ def main(argv=None) -> int:
           flush=True)
     try:
         for dname, n, count in itertools.product(dtypes, widths, tokens):
-            if f"{dname} {count}x{n} {a.op}" in done:
+            label = f"{dname} {count}x{n} {a.op}"
+            if label in done:
                 continue
-            row = measure(Case(a.op, dname, n, count), a.settings, a.rounds)
-            failed += [] if row else [f"{dname} {count}x{n} {a.op}"]
+            case = allocated(lambda: Case(a.op, dname, n, count), label)
+            row = measure(case, a.settings, a.rounds) if case else None
+            failed += [] if row else [label]
             if row:
                 rows.append(row)
                 if a.json:

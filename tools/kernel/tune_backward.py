@@ -20,7 +20,7 @@ import sys
 
 import torch
 
-from _sweep import DTYPES, counts, dtype_names, exit_status, header, json_path, names, rows_for, sweep, write_json
+from _sweep import DTYPES, allocated, counts, dtype_names, exit_status, header, json_path, names, rows_for, sweep, write_json
 from benchmarks._measure import DEVICE
 from fusedkernel.kernels import launch
 from fusedkernel.kernels.backward_rule import backward_candidates, backward_neighbours
@@ -35,6 +35,14 @@ def reference(dy, x, r, w, rstd):
     g = dy.double() * w.double()
     dx = rstd.double()[:, None] * (g - t_hat * (g * t_hat).mean(-1, keepdim=True))
     return dx, (dy.double() * t_hat).sum(0)
+
+
+def inputs(dtype: torch.dtype, rows: int, n: int) -> tuple:
+    """x, residual, dy, weight, rstd, dx (empty) and the float64 dx and dw they should give."""
+    x, r, dy = (torch.randn(rows, n, device=DEVICE, dtype=dtype) for _ in range(3))
+    w = torch.randn(n, device=DEVICE, dtype=dtype)
+    rstd = torch.rsqrt((x.float() + r.float()).pow(2).mean(-1) + 1e-6)
+    return x, r, dy, w, rstd, torch.empty_like(x), *reference(dy, x, r, w, rstd)
 
 
 def main() -> int:
@@ -65,13 +73,13 @@ def main() -> int:
     rows_out, failed = [], []
     for dname, n in itertools.product(dtypes, widths):
         rows = a.rows or rows_for(n, a.mib or 64)
-        x, r, dy = (torch.randn(rows, n, device=DEVICE, dtype=DTYPES[dname]) for _ in range(3))
-        w = torch.randn(n, device=DEVICE, dtype=DTYPES[dname])
-        t = x.float() + r.float()
-        rstd = torch.rsqrt(t.pow(2).mean(-1) + 1e-6)
-        del t
-        dx = torch.empty_like(x)
-        want_dx, want_dw = reference(dy, x, r, w, rstd)
+        label = f"{dname} {rows}x{n}"
+        got = allocated(lambda: inputs(DTYPES[dname], rows, n), label)
+        if got is None:
+            failed.append(label)
+            continue
+        x, r, dy, w, rstd, dx, want_dx, want_dw = got
+        del got
         tol = 2 * torch.finfo(x.dtype).eps
         # dw sums thousands of rows: in fp32 that is more than 2 ulp (5120 wide: 2.75e-7 of the largest).
         tol_dw = max(tol, 1e-5)
@@ -88,11 +96,11 @@ def main() -> int:
         else:
             cands = backward_candidates(n, x.element_size(), launch._max_splits(0))
             cands = cands[:1] + [c for c in cands[1:] if c.path in paths]
-        out = sweep(f"{dname} {rows}x{n}", cands, lambda cfg: launch.backward_rows(dy, None, x, r, w, rstd, dx, cfg=cfg),
+        out = sweep(label, cands, lambda cfg: launch.backward_rows(dy, None, x, r, w, rstd, dx, cfg=cfg),
                     check, lambda: torch.addcmul(x, r, dy, out=dx))
-        failed += [] if out else [f"{dname} {rows}x{n}"]
+        failed += [] if out else [label]
         rows_out += out
-        del x, r, dy, dx
+        del x, r, dy, dx, want_dx, want_dw
         if a.json:
             write_json(a.json, rows_out)
     return exit_status(failed)

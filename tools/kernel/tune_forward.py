@@ -21,7 +21,7 @@ import sys
 import torch
 import torch.nn.functional as F
 
-from _sweep import DTYPES, counts, dtype_names, exit_status, header, json_path, sweep, write_json
+from _sweep import DTYPES, allocated, counts, dtype_names, exit_status, header, json_path, sweep, write_json
 from benchmarks._measure import DEVICE, INTERPRET, TIMERS, method
 from fusedkernel.kernels import launch
 from fusedkernel.kernels.forward_rule import forward_candidates
@@ -114,9 +114,10 @@ def main() -> int:
     header()
     rows_out, failed = [], []
     for dname, n, tokens in itertools.product(dtypes, widths, tokens):
-        case = Case(a.op, dname, n, tokens)
-        rows = sweep(case.label, case.candidates(), case.run, case.check, case.floor, case.timer())
-        failed += [] if rows else [case.label]
+        label = f"{dname} {tokens}x{n} {a.op}"
+        case = allocated(lambda: Case(a.op, dname, n, tokens), label)
+        rows = sweep(label, case.candidates(), case.run, case.check, case.floor, case.timer()) if case else []
+        failed += [] if rows else [label]
         rows_out += rows
         del case
         if a.json:
