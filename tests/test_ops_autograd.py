@@ -442,3 +442,14 @@ def test_the_inplace_op_refuses_an_inference_tensor_outside_inference_mode(devic
     with torch.inference_mode():
         torch.ops.fusedkernel.add_rmsnorm_inplace(x, residual, w, 1e-6)
     assert not torch.equal(residual, before)
+
+
+def test_a_backward_through_the_direct_inplace_op_raises(device):
+    # docs/op.md: the op mutates residual, so PyTorch takes no autograd formula for it; a gradient through its
+    # output must fail, not come back as zeros or a partial sum.
+    x = rand((4, 8), torch.float32, device).requires_grad_()
+    w = rand((8,), torch.float32, device, seed=2).requires_grad_()
+    y = torch.ops.fusedkernel.add_rmsnorm_inplace(x, rand((4, 8), torch.float32, device, seed=1), w, 1e-6)
+    with pytest.raises(RuntimeError, match="no autograd formula was registered"):
+        y.sum().backward()
+    assert x.grad is None and w.grad is None
