@@ -65,3 +65,18 @@ def test_tensors_that_are_not_the_ops_layout_are_refused(bad, message):
         copy_bound.copy_rows(*bad(*_tensors()), None, cfg)
     with pytest.raises(TypeError, match="cfg must be a ForwardConfig, got NoneType"):
         copy_bound.copy_rows(*_tensors(), None, None)
+
+
+@pytest.mark.parametrize("bad, message", [
+    # They reached Triton (an InterpreterError) or an AttributeError naming no argument.
+    (lambda x, r, w, y: (x, None, w, y), "residual must be a torch.Tensor, got NoneType"),
+    (lambda x, r, w, y: (x, r, w, None), "y must be a torch.Tensor, got NoneType"),
+    (lambda x, r, w, y: (x.numpy(), r, w, y), "x must be a torch.Tensor, got ndarray"),
+    (lambda x, r, w, y: (x, r, w.tolist(), y), "weight must be a torch.Tensor, got list"),
+])
+def test_arguments_that_are_not_tensors_are_refused(bad, message):
+    cfg = ForwardConfig("rows", 1, 128, 1, 4, "first")
+    with pytest.raises(TypeError, match=re.escape(message)):
+        copy_bound.copy_rows(*bad(*_tensors()), None, cfg)
+    with pytest.raises(TypeError, match=re.escape("residual output must be a torch.Tensor or None, got int")):
+        copy_bound.copy_rows(*_tensors(), 0, cfg)

@@ -72,10 +72,14 @@ def test_a_copy_that_fails_is_reported_and_the_run_goes_on(tmp_path, capsys):
     path = tmp_path / "rows.json"
     args = ["--settings", "rule,copy:rule", "--dtypes", "fp32", "--widths", "64,16400,128", "--tokens", "1",
             "--rounds", "1", "--json", str(path)]
-    assert head_to_head.main(args) == 0
-    assert [r["case"] for r in json.loads(path.read_text())] == [f"fp32 1x{n} inference" for n in (64, 16400, 128)]
-    assert "| fp32 1x16400 inference | copy:rule | error: ValueError: cfg: a copy takes a rows or persistent" in (
-        capsys.readouterr().out)
+    assert head_to_head.main(args) == 1  # a setting failed: the run says so
+    rows = json.loads(path.read_text())
+    assert [r["case"] for r in rows] == [f"fp32 1x{n} inference" for n in (64, 16400, 128)]
+    assert rows[1]["errors"]["copy:rule"].startswith("ValueError: cfg: a copy takes a rows or persistent")
+    assert "errors" not in rows[0] and "errors" not in rows[2]
+    out, err = capsys.readouterr()
+    assert "| fp32 1x16400 inference | copy:rule | error: ValueError: cfg: a copy takes a rows or persistent" in out
+    assert err.rstrip().endswith("allocated): fp32 1x16400 inference copy:rule"), err
 
 
 def test_copies_of_the_weight_before_and_after_the_sums_are_one_copy():
@@ -91,7 +95,7 @@ def test_a_case_no_setting_passes_fails_the_run(monkeypatch, capsys):
     monkeypatch.setattr(head_to_head.Case, "check", wrong)
     args = ["--settings", "rule,W/4f", "--dtypes", "fp32", "--widths", "64", "--tokens", "2", "--rounds", "1"]
     assert head_to_head.main(args) == 1
-    assert "nothing measured in 1 case (no candidate passed its check, or out of GPU memory: the rows above): fp32 2x64 inference" in capsys.readouterr().err
+    assert "1 failed (the rows above: no candidate passed its check, a setting failed, or the case's tensors were not allocated): fp32 2x64 inference" in capsys.readouterr().err
 
 
 def test_bf16_passes_its_check_in_the_interpreter():
@@ -120,10 +124,13 @@ def test_settings_name_their_launch(label, n, want):
     (["--settings", "copy:rule,copy:W/8f"], "a copy is timed beside a launch of the op"),
     (["--settings", "rule,rule"], "--settings: ['rule'] given more than once"),
     (["--settings", "rule", "--dtypes", "bf16,int8"], "--dtypes: ['int8'] not among"),
-    (["--settings", "rule", "--tokens", "1,0"], "--tokens takes positive integers, got '1,0'"),
+    (["--settings", "rule", "--tokens", "1,0"], "--tokens takes integers from 1 to 2147483647, got '1,0'"),
+    # A count past 64 bits ended in torch's TypeError, after the checks.
+    (["--settings", "rule", "--tokens", "99999999999999999999"], "--tokens takes integers from 1 to 2147483647"),
     (["--settings", "rule", "--widths", "4096,x"], "--widths takes positive integers, got '4096,x'"),
     (["--settings", "rule", "--widths", "4096,4096"], "--widths: ['4096'] given more than once"),
-    (["--settings", "rule", "--rounds", "0"], "--rounds takes a positive integer, got 0"),
+    (["--settings", "rule", "--rounds", "0"], "argument --rounds: an integer from 1 to 2147483647, got '0'"),
+    (["--settings", "rule", "--rounds", "\u0663"], "argument --rounds: an integer from 1"),  # int() read it as 3
 ])
 def test_bad_options_are_refused_before_measuring(args, message, capsys, monkeypatch):
     monkeypatch.setattr(head_to_head, "measure", lambda *a: pytest.fail("measured"))
@@ -187,4 +194,54 @@ def test_a_case_too_large_for_the_gpu_is_reported_and_the_next_one_runs(tmp_path
     out, err = capsys.readouterr()
     assert "| fp32 2x128 inference | out of GPU memory: CUDA out of memory. Tried to allocate 20.00 GiB |" in out
     assert [r["case"] for r in json.loads(path.read_text())] == ["fp32 2x64 inference"]
-    assert err.rstrip().endswith("the rows above): fp32 2x128 inference"), err
+    assert err.rstrip().endswith("were not allocated): fp32 2x128 inference"), err
+
+
+def test_a_setting_that_fails_while_timed_fails_its_case_and_the_next_case_runs(tmp_path, monkeypatch, capsys):
+    # The timing was outside the setting's report: a launch that failed there (CUDA-graph capture) ended the run.
+    real = head_to_head.interleaved_rounds
+
+    def rounds(ops, floor, timer, n):
+        if any(op.args[0].num_warps == 8 for op in ops.values() if hasattr(op, "args")):
+            raise RuntimeError("operation not permitted when stream is capturing")
+        return real(ops, floor, timer, n)
+
+    monkeypatch.setattr(head_to_head, "interleaved_rounds", rounds)
+    path = tmp_path / "rows.json"
+    args = ["--settings", "rule,W/8f", "--dtypes", "fp32", "--widths", "64", "--tokens", "1", "--rounds", "1",
+            "--json", str(path)]
+    assert head_to_head.main(args) == 1
+    assert "| fp32 1x64 inference | (timing) | error: RuntimeError: operation not permitted" in capsys.readouterr().out
+    assert not path.exists()  # nothing finished, nothing written; the next run measures it again
+    assert head_to_head.main(["--settings", "rule,W/4f", *args[2:]]) == 0
+    assert [r["case"] for r in json.loads(path.read_text())] == ["fp32 1x64 inference"]
+
+
+def test_resuming_a_file_of_another_run_is_refused(tmp_path, monkeypatch):
+    # Other settings, rounds or mode skipped every case already in the file without a word, exit status 0.
+    path = tmp_path / "rows.json"
+    args = ["--settings", "rule,W/4f", "--dtypes", "fp32", "--widths", "64", "--tokens", "2", "--rounds", "1",
+            "--json", str(path)]
+    assert head_to_head.main(args) == 0
+    assert json.loads(path.read_text())[0]["run"] == {"settings": ["rule", "W/4f"], "rounds": 1, "mode": "interpreter"}
+    monkeypatch.setattr(head_to_head, "measure", lambda *a: pytest.fail("measured"))
+    for changed in (["--settings", "rule,W/8f"], ["--rounds", "2"]):
+        with pytest.raises(SystemExit, match="holds fp32 2x64 inference measured by another run"):
+            head_to_head.main([*args, *changed])
+    # A case the file does not hold is this run's to add; the same run resumes.
+    assert head_to_head.main(args) == 0
+
+
+@pytest.mark.parametrize("rows", [
+    # tune_forward.py's rows have a case each, and were taken as head-to-head cases already measured.
+    [{"case": "fp32 2x64 inference", "config": "ForwardConfig(...)", "rule": True, "us": 1.0, "floor_us": 1.0,
+      "fraction": 1.0}],
+    [{"case": ["x"], "configs": {}, "fraction": {}, "raw": {}}]])  # was a TypeError
+def test_a_file_of_another_tool_is_refused(rows, tmp_path, monkeypatch):
+    path = tmp_path / "rows.json"
+    path.write_text(json.dumps(rows))
+    monkeypatch.setattr(head_to_head, "measure", lambda *a: pytest.fail("measured"))
+    with pytest.raises(SystemExit, match="holds no head-to-head rows"):
+        head_to_head.main(["--settings", "rule", "--dtypes", "fp32", "--widths", "64", "--tokens", "2",
+                           "--json", str(path)])
+    assert json.loads(path.read_text()) == rows

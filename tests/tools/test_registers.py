@@ -76,7 +76,7 @@ def test_the_forward_rules_launches_hold_the_programs_the_tuning_notes_name():
 
 def test_forward_options_are_checked():
     assert "--dres, --weight and --candidates are the backward's" in registers("--forward", "--dres").stderr
-    assert "--rows: a positive row count, got 0" in registers("--forward", "--rows", "0").stderr
+    assert "argument --rows: an integer from 1 to 2147483647, got '0'" in registers("--forward", "--rows", "0").stderr
 
 
 def test_the_forward_launches_at_their_register_cap_do_not_spill_at_multiples_of_8():

@@ -125,9 +125,23 @@ def test_the_committed_sweeps_are_scored_and_a_run_compares_with_an_earlier_one(
 
 
 @pytest.mark.parametrize("args, message", [(["--sweeps", "/nonexistent"], "not a folder"),
-                                           (["--misses", "-1"], "a count >= 0"),
+                                           # It scored nothing and printed a geometric mean of nan.
+                                           (["--sweeps", str(pathlib.Path(__file__).parent)], "no sweep files"),
+                                           (["--misses", "-1"], "an integer from 0 to 2147483647, got '-1'"),
+                                           (["--misses", "\u0663"], "an integer from 0 to"),  # Arabic-Indic 3
                                            (["--against", "/nonexistent.json"], "not readable JSON"),
                                            (["--json", "/nonexistent/x.json"], "is not an existing directory")])
 def test_bad_arguments_are_one_line(args, message):
     out = run(*args)
     assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr, out.stderr
+
+
+@pytest.mark.parametrize("rows", [[{"case": "bf16 2x64 inference", "config": "ForwardConfig(...)", "rule": True,
+                                    "us": 1.0, "floor_us": 1.0, "fraction": 1.0}],  # a tune_forward.py --json
+                                   [{"file": [], "case": "x", "rule": "r", "score": 1.0}]])  # was a TypeError
+def test_against_a_file_of_another_tool_is_refused(rows, tmp_path):
+    # It printed "no scored case's rule launch changed": silently wrong.
+    path = tmp_path / "other.json"
+    path.write_text(json.dumps(rows))
+    out = run("--against", str(path), "--misses", "0")
+    assert out.returncode == 2 and "not a --json of this tool" in out.stderr and "Traceback" not in out.stderr

@@ -1,9 +1,12 @@
-"""What both tuners share: the GPU inputs, the timing (the suite's own) and the printed table.
+"""What the kernel tools share: options, the timing (the suite's own), the printed table and ``--json``.
 
 Every candidate is checked against a float64 reference first; then it is
 timed with ``benchmarks/_measure.interleaved_medians`` (by default single-call
 device time, L2 flushed; interleaved with the floor in 3 rounds) and reported
 as a fraction of the floor (floor time / op time; 1.0 = as fast as the floor).
+A candidate that fails its check or its timing, and a case whose tensors
+cannot be allocated, is a row of its own and the sweep goes on (exit status
+1). ``--json`` is rewritten atomically after each case.
 """
 
 from __future__ import annotations
@@ -13,13 +16,17 @@ import json
 import os
 import pathlib
 import sys
+import tempfile
 
 import torch
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
-from benchmarks._measure import interleaved_medians, warm_up  # noqa: E402
+from benchmarks._measure import INTERPRET, interleaved_medians, warm_up  # noqa: E402
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
+MAX_COUNT = 2**31 - 1  # rows, widths, rounds: the kernels take row and column counts as 32-bit ints
 
 
 def rows_for(n: int, mib: int) -> int:
@@ -36,15 +43,16 @@ def sweep(label: str, candidates: list, run, check, floor, timer=None) -> list[d
     """
     best, first, rows = None, True, []
     for i, cfg in enumerate(candidates):
+        op = lambda: run(cfg)  # noqa: E731
         try:
             check(cfg)
+            # Timed inside the try too: a launch can fail where its check did not (CUDA-graph capture).
+            warm_up(op, 1.0 if first else 0.05)
+            first = False
+            op_s, floor_s = interleaved_medians(op, floor, timer=timer)
         except Exception as e:  # noqa: BLE001 - report the candidate and go on
             print(f"| {label} | {cfg} | error: {type(e).__name__}: {e} | | |", flush=True)
             continue
-        op = lambda: run(cfg)  # noqa: E731
-        warm_up(op, 1.0 if first else 0.05)
-        first = False
-        op_s, floor_s = interleaved_medians(op, floor, timer=timer)
         mark = " (rule)" if i == 0 else ""
         print(f"| {label} | {cfg}{mark} | {op_s * 1e6:.1f} | {floor_s * 1e6:.1f} | {floor_s / op_s:.3f} |",
               flush=True)
@@ -59,23 +67,36 @@ def sweep(label: str, candidates: list, run, check, floor, timer=None) -> list[d
     return rows
 
 
-def allocated(make, label: str):
-    """``make()`` (a case's GPU tensors), or None, reported, where they do not fit in GPU memory.
+def allocated(make, label: str, columns: int = 5):
+    """``make()`` (a case's tensors), or None, reported as a row of ``columns`` cells, where they cannot be allocated.
 
-    A width too wide for the GPU fails its own case; the cases after it still run.
+    Out of GPU memory, or a size no allocator takes: that case fails alone and the cases after it still run.
     """
     try:
         return make()
-    except torch.OutOfMemoryError as e:
-        print(f"| {label} | out of GPU memory: {str(e).splitlines()[0]} | | |", flush=True)
+    except (torch.OutOfMemoryError, RuntimeError) as e:  # RuntimeError: a CPU allocation or a size overflow
+        why = "out of GPU memory" if isinstance(e, torch.OutOfMemoryError) else "tensors not allocated"
+        print(f"| {label} | {why}: {str(e).splitlines()[0]} |" + " |" * (columns - 2), flush=True)
         return None
 
 
+def need_device(ap: argparse.ArgumentParser) -> None:
+    """A usage error where the tool can run nothing: no GPU and no ``TRITON_INTERPRET=1``."""
+    if not INTERPRET and not torch.cuda.is_available():
+        ap.error("no GPU here: run it on one, or set TRITON_INTERPRET=1 to check the command in Triton's interpreter")
+
+
+def interrupted(finished: int, path: str | None) -> int:
+    """Ctrl-C's report: how many finished cases were kept, and where; the exit status 130."""
+    print(f"interrupted: {finished} finished cases kept" + (f" in {path}" if path else ""), file=sys.stderr)
+    return 130
+
+
 def exit_status(failed: list[str]) -> int:
-    """0, or 1 with the cases (labels) that measured nothing named on stderr."""
+    """0, or 1 with what failed (cases, or a case's settings; labels) named on stderr."""
     if failed:
-        print(f"nothing measured in {len(failed)} case{'s' * (len(failed) > 1)} (no candidate passed its check, or "
-              f"out of GPU memory: the rows above): {', '.join(failed)}", file=sys.stderr)
+        print(f"{len(failed)} failed (the rows above: no candidate passed its check, a setting failed, or the case's "
+              f"tensors were not allocated): {', '.join(failed)}", file=sys.stderr)
     return 1 if failed else 0
 
 
@@ -103,9 +124,19 @@ def counts(text: str, option: str) -> list[int]:
         raise ValueError(f"{option} takes positive integers, got {text!r}")
     out = [int(v) for v in entries]
     _once(out, option)  # "64,064" is one width twice
-    if min(out) < 1:
-        raise ValueError(f"{option} takes positive integers, got {text!r}")
+    if min(out) < 1 or max(out) > MAX_COUNT:
+        raise ValueError(f"{option} takes integers from 1 to {MAX_COUNT}, got {text!r}")
     return out
+
+
+def count_type(least: int = 1):
+    """argparse type of a one-count option: ASCII digits, ``least`` to MAX_COUNT."""
+    def count(text: str) -> int:
+        if not (text.isascii() and text.isdigit() and least <= int(text) <= MAX_COUNT):
+            raise argparse.ArgumentTypeError(f"an integer from {least} to {MAX_COUNT}, got {text!r}")
+        return int(text)
+
+    return count
 
 
 def dtype_names(text: str) -> list[str]:
@@ -121,27 +152,46 @@ def json_path(text: str) -> str:
     path = pathlib.Path(text)
     if not text:
         raise argparse.ArgumentTypeError("an empty path")
-    if path.is_dir():
+    if text.endswith(("/", os.sep)) or path.is_dir():
         raise argparse.ArgumentTypeError(f"{text} is a directory, not a file")
+    if path.exists() and not path.is_file():
+        raise argparse.ArgumentTypeError(f"{text} is not a regular file (a device, a FIFO, ...)")
     if not path.parent.is_dir():
         raise argparse.ArgumentTypeError(f"{path.parent} is not an existing directory")
     # Try it: os.access says yes to root, and /proc or a read-only mount would
     # only fail after the first case's sweep.
-    probe = pathlib.Path(f"{path}.tmp")
     try:
-        probe.write_text("")
-        probe.unlink()
+        with tempfile.NamedTemporaryFile(dir=path.resolve().parent, prefix=f".{path.name}."):
+            pass
     except OSError as e:
         raise argparse.ArgumentTypeError(f"{path.parent} is not writable ({e.strerror})")
     return text
 
 
+def new_json_path(text: str) -> str:
+    """:func:`json_path` for a tool that writes its file whole, not resuming it: the file must not exist yet."""
+    json_path(text)
+    if pathlib.Path(text).exists():
+        raise argparse.ArgumentTypeError(f"{text} exists: this tool does not resume a file (head_to_head.py "
+                                         "does); name another, or move it away")
+    return text
+
+
 def write_json(path: str, rows) -> None:
-    """Write ``rows`` to ``path`` atomically (a sweep stopped midway keeps what it measured)."""
-    tmp = f"{path}.tmp"
-    with open(tmp, "w") as f:
-        json.dump(rows, f, indent=1)
-    os.replace(tmp, path)
+    """Write ``rows`` to ``path`` atomically (a sweep stopped midway keeps what it measured).
+
+    Through a symlink to its target; a temporary file of a name of its own, so no file is overwritten but ``path``.
+    """
+    target = os.path.realpath(path)
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target), prefix=f".{os.path.basename(target)}.")
+    try:
+        os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp's file is private; the results are not
+        with os.fdopen(fd, "w") as f:
+            json.dump(rows, f, indent=1)
+        os.replace(tmp, target)
+    except BaseException:
+        os.unlink(tmp)
+        raise
 
 
 def header() -> None:

@@ -28,9 +28,11 @@ checked, wrong by design): what the launch can reach at all. Its configs entry
 reads ``copy of ForwardConfig(...)``, and "of the best" compares with the best
 launch of the op: a case needs one launch of the op beside its copies.
 
-``--json``: one row per case (case, configs, fraction, raw seconds), rewritten
-after each case. Cases already in the file are skipped, so a cut-off run
-resumes where it stopped.
+``--json``: one row per case (case, configs, fraction, raw seconds, the
+settings that failed as errors, and the run: settings, rounds, mode),
+rewritten after each case. Cases already in the file are skipped, so a
+cut-off run resumes where it stopped; a case there measured by another run
+is refused. Exit status 1 where a case or a setting failed.
 """
 
 import argparse
@@ -43,10 +45,10 @@ import re
 import statistics
 import sys
 
-import torch
 import triton
 
-from _sweep import allocated, counts, dtype_names, exit_status, json_path, names, write_json  # also puts the repository on sys.path
+from _sweep import (allocated, count_type, counts, dtype_names, exit_status, interrupted, json_path, names,
+                    need_device, write_json)  # also puts the repository on sys.path
 from copy_bound import COPY_OF, copy_rows  # noqa: E402
 from benchmarks._measure import INTERPRET, interleaved_rounds, warm_up  # noqa: E402
 from fusedkernel.kernels import launch  # noqa: E402
@@ -94,23 +96,30 @@ def labels(text: str) -> list[str]:
     return out
 
 
-def finished(path: str | None) -> list[dict]:
-    """The rows already in ``path`` (none if it does not exist); SystemExit for a file that is not a row list."""
+def finished(path: str | None, run: dict, planned: set[str]) -> list[dict]:
+    """The rows already in ``path`` (none if it does not exist); SystemExit for a file that is not a row list, or
+    that holds a ``planned`` case measured by another ``run`` (settings, rounds and mode)."""
     if not path or not pathlib.Path(path).exists():
         return []
     try:
         rows = json.loads(pathlib.Path(path).read_text())
-        if not isinstance(rows, list) or not all(isinstance(r, dict) and "case" in r for r in rows):
-            raise ValueError("not a list of rows with a case each")
+        if not isinstance(rows, list) or not all(
+                isinstance(r, dict) and isinstance(r.get("case"), str)
+                and all(isinstance(r.get(k), dict) for k in ("configs", "fraction", "raw")) for r in rows):
+            raise ValueError("not a list of head-to-head rows: case, configs, fraction, raw")
     except ValueError as e:  # json.JSONDecodeError is one
         sys.exit(f"--json: {path} holds no head-to-head rows ({e}); move it away or name another file")
+    for r in rows:
+        if r["case"] in planned and r.get("run") != run:
+            sys.exit(f"--json: {path} holds {r['case']} measured by another run ({r.get('run', 'not recorded')}; "
+                     f"this one: {run}): repeat that run's options, or name another file")
     return rows
 
 
 def measure(case: Case, chosen: list[str], rounds: int) -> dict | None:
     """Check each setting, then time those that pass, and the copies, head to head; the case's row (None if no
-    launch of the op passed)."""
-    configs, ops = {}, {}
+    launch of the op passed, or the timing failed). The settings that failed are in its ``errors``."""
+    configs, ops, errors = {}, {}, {}
     for label in chosen:
         copy = label.startswith(COPY)
         name = label.removeprefix(COPY)
@@ -127,15 +136,20 @@ def measure(case: Case, chosen: list[str], rounds: int) -> dict | None:
                 case.check(cfg)
                 op = functools.partial(case.run, cfg)
         except Exception as e:  # noqa: BLE001 - report the setting and go on
-            print(f"| {case.label} | {label} | error: {type(e).__name__}: {e} | | | |", flush=True)
+            errors[label] = f"{type(e).__name__}: {e}"
+            print(f"| {case.label} | {label} | error: {errors[label]} | | | | |", flush=True)
             continue
         configs[label], ops[label] = (copy, cfg), op
     if not any(not copy for copy, _ in configs.values()):
         return None
-    warm_up(case.floor, 1.0)
-    for op in ops.values():
-        warm_up(op, 0.05)
-    raw = interleaved_rounds(ops, case.floor, case.timer(), rounds)
+    try:  # a launch can fail where its check did not (CUDA-graph capture): the case is not finished
+        warm_up(case.floor, 1.0)
+        for op in ops.values():
+            warm_up(op, 0.05)
+        raw = interleaved_rounds(ops, case.floor, case.timer(), rounds)
+    except Exception as e:  # noqa: BLE001 - report the case and go on
+        print(f"| {case.label} | (timing) | error: {type(e).__name__}: {e} | | | | |", flush=True)
+        return None
     # The upper median: the statistic of the head-to-head files in docs/sweeps (12 rounds: the 7th of 12).
     fraction = {label: statistics.median_high(f / o for o, f in zip(*raw[label])) for label in raw}
     best = max(fraction[label] for label, (copy, _) in configs.items() if not copy)
@@ -146,7 +160,8 @@ def measure(case: Case, chosen: list[str], rounds: int) -> dict | None:
               flush=True)
     return {"case": case.label, "configs": shown,
             "fraction": {k: float(f"{v:.5g}") for k, v in fraction.items()},
-            "raw": {k: [[float(f"{t:.5g}") for t in times] for times in raw[k]] for k in raw}}
+            "raw": {k: [[float(f"{t:.5g}") for t in times] for times in raw[k]] for k in raw},
+            **({"errors": errors} if errors else {})}
 
 
 class _Help(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
@@ -161,39 +176,38 @@ def main(argv=None) -> int:
     ap.add_argument("--dtypes", default="bf16", help="comma-separated, of bf16, fp16, fp32")
     ap.add_argument("--widths", default="4096", help="comma-separated hidden sizes")
     ap.add_argument("--tokens", default="1", help="comma-separated row counts")
-    ap.add_argument("--rounds", type=int, default=12, help="rounds, each setting right after the floor")
+    ap.add_argument("--rounds", type=count_type(), default=12, help="rounds, each setting right after the floor")
     ap.add_argument("--json", type=json_path, help="write the rows to this file as well (and resume from it)")
     a = ap.parse_args(argv)
-    if not INTERPRET and not torch.cuda.is_available():
-        ap.error("no GPU here: run it on one, or set TRITON_INTERPRET=1 to check the command in Triton's interpreter")
+    need_device(ap)
     try:
         dtypes = dtype_names(a.dtypes)
         widths, tokens = counts(a.widths, "--widths"), counts(a.tokens, "--tokens")
-        if a.rounds < 1:
-            raise ValueError(f"--rounds takes a positive integer, got {a.rounds}")
     except ValueError as e:
         ap.error(str(e))
     if INTERPRET:
         print("TRITON_INTERPRET=1: wall times in Triton's interpreter, not performance", file=sys.stderr)
-    rows, failed = finished(a.json), []
+    plan = [(dname, n, count, f"{dname} {count}x{n} {a.op}")
+            for dname, n, count in itertools.product(dtypes, widths, tokens)]
+    # What a resumed file's rows must share with this run: a case measured otherwise is not this run's.
+    run = {"settings": a.settings, "rounds": a.rounds, "mode": "interpreter" if INTERPRET else "gpu"}
+    rows, failed = finished(a.json, run, {label for *_, label in plan}), []
     done = {r["case"] for r in rows}
     print("| case | setting | config | µs | floor µs | fraction of floor | of the best |\n|---|---|---|---|---|---|---|",
           flush=True)
     try:
-        for dname, n, count in itertools.product(dtypes, widths, tokens):
-            label = f"{dname} {count}x{n} {a.op}"
+        for dname, n, count, label in plan:
             if label in done:
                 continue
-            case = allocated(lambda: Case(a.op, dname, n, count), label)
+            case = allocated(lambda: Case(a.op, dname, n, count), label, columns=7)
             row = measure(case, a.settings, a.rounds) if case else None
-            failed += [] if row else [label]
+            failed += [label] if row is None else [f"{label} {setting}" for setting in row.get("errors", ())]
             if row:
-                rows.append(row)
+                rows.append({**row, "run": run})
                 if a.json:
                     write_json(a.json, rows)
     except KeyboardInterrupt:
-        print(f"interrupted: {len(rows)} finished cases kept" + (f" in {a.json}" if a.json else ""), file=sys.stderr)
-        return 130
+        return interrupted(len(rows), a.json)
     return exit_status(failed)
 
 

@@ -17,7 +17,7 @@ import argparse
 import statistics
 import sys
 
-from _sweep import json_path, names, write_json  # also puts the repository on sys.path
+from _sweep import count_type, interrupted, names, need_device, new_json_path, write_json  # also puts the repository on sys.path
 from benchmarks import _cases as cases  # noqa: E402
 from benchmarks.add_rmsnorm import measure_plan  # noqa: E402
 
@@ -50,9 +50,10 @@ def main(argv=None) -> int:
     ap.add_argument("--op", choices=cases.OPS, default="inference")
     ap.add_argument("--cases", required=True, help="comma-separated '<dtype> <tokens>x<hidden>'")
     ap.add_argument("--impls", default="fused", help=f"comma-separated, of {cases.IMPLS}")
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--json", type=json_path, help="also write the rows to this file")
+    ap.add_argument("--rounds", type=count_type(), default=5)
+    ap.add_argument("--json", type=new_json_path, help="also write the rows to this new file")
     a = ap.parse_args(argv)
+    need_device(ap)
     try:
         case_list, impls = names(a.cases, "--cases"), names(a.impls, "--impls")
         for case in case_list:
@@ -60,8 +61,6 @@ def main(argv=None) -> int:
         unknown = set(impls) - set(cases.IMPLS)
         if unknown:
             raise ValueError(f"--impls: {sorted(unknown)} not in {cases.IMPLS}")
-        if a.rounds < 1:
-            raise ValueError(f"--rounds must be at least 1, got {a.rounds}")
     except ValueError as e:
         ap.error(str(e))
     print("| op | case | impl | µs | floor µs | fraction of floor |\n|---|---|---|---|---|---|", flush=True)
@@ -74,9 +73,7 @@ def main(argv=None) -> int:
             if a.json:
                 write_json(a.json, out)
     except KeyboardInterrupt:
-        print(f"interrupted: {len(out)} rows of finished cases kept" + (f" in {a.json}" if a.json else ""),
-              file=sys.stderr)
-        return 130
+        return interrupted(len({r["case"] for r in out}), a.json)
     return 1 if any("failed" in r for r in out) else 0
 
 

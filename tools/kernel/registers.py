@@ -42,7 +42,7 @@ import triton  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
-from _sweep import names  # noqa: E402
+from _sweep import count_type, names  # noqa: E402
 from fusedkernel.kernels import launch  # noqa: E402
 from fusedkernel.kernels.backward import _bwd_split_kernel  # noqa: E402
 from fusedkernel.kernels.backward_rule import backward_candidates, backward_config  # noqa: E402
@@ -151,13 +151,11 @@ def main() -> int:
     ap.add_argument("--weight", choices=sorted(ELEM), help="the weight's dtype (default: x's)")
     ap.add_argument("--candidates", action="store_true", help="every split setting of backward_candidates")
     ap.add_argument("--forward", action="store_true", help="the forward rule's launch at --rows rows instead")
-    ap.add_argument("--rows", type=int, default=512, help="--forward: rows of the launch")
+    ap.add_argument("--rows", type=count_type(), default=512, help="--forward: rows of the launch")
     ap.add_argument("--y-only", action="store_true", help="--forward: the launch writes y only")
     a = ap.parse_args()
     if a.forward and (a.dres or a.weight or a.candidates):
         ap.error("--dres, --weight and --candidates are the backward's; --forward takes --rows and --y-only")
-    if a.rows < 1:
-        ap.error(f"--rows: a positive row count, got {a.rows}")
     try:
         dtypes = names(a.dtypes, "--dtypes")
     except ValueError as e:

@@ -26,7 +26,7 @@ import re
 import statistics
 import sys
 
-from _sweep import json_path  # also puts the repository on sys.path
+from _sweep import count_type, json_path, write_json  # also puts the repository on sys.path
 from registers import ELEM, H200_LIMITS, H200_SMS, forward_usage  # noqa: E402
 from copy_bound import COPY_OF  # noqa: E402 - after registers, which makes the kernels for sm_90
 from fusedkernel.kernels import launch  # noqa: E402
@@ -124,6 +124,12 @@ def report(scored: list[dict], left: collections.Counter, misses: int) -> str:
     return "\n".join(out)
 
 
+def _scored_row(e: object) -> bool:
+    # A --json row: what changes() reads, of its types.
+    return (isinstance(e, dict) and all(isinstance(e.get(k), str) for k in ("file", "case", "rule"))
+            and _number(e.get("score")))
+
+
 def changes(scored: list[dict], earlier: list[dict]) -> str:
     """The cases whose rule launch differs from ``earlier``'s (a ``--json``), with both launches' scores."""
     now = {(r["file"], r["case"]): r for r in scored}
@@ -145,28 +151,28 @@ def changes(scored: list[dict], earlier: list[dict]) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sweeps", type=pathlib.Path, default=ROOT / "docs" / "sweeps" / "nvidia-h200")
-    ap.add_argument("--misses", type=int, default=30, help="how many of the lowest scores to list")
+    ap.add_argument("--misses", type=count_type(0), default=30, help="how many of the lowest scores to list")
     ap.add_argument("--json", type=json_path, help="write every scored case here")
     ap.add_argument("--against", type=pathlib.Path, help="an earlier --json: list the cases whose launch changed")
     a = ap.parse_args()
     if not a.sweeps.is_dir():
         ap.error(f"--sweeps {a.sweeps}: not a folder")
-    if a.misses < 0:
-        ap.error(f"--misses: a count >= 0, got {a.misses}")
+    if not any(a.sweeps.glob("*.json")):
+        ap.error(f"--sweeps {a.sweeps}: no sweep files (*.json) there")
     earlier = None
     if a.against:
         try:
             earlier = json.loads(a.against.read_text())
         except (OSError, ValueError) as e:
             ap.error(f"--against {a.against}: not readable JSON ({type(e).__name__})")
-        if not (isinstance(earlier, list) and all(isinstance(e, dict) for e in earlier)):
-            ap.error(f"--against {a.against}: not a --json of this tool")
+        if not (isinstance(earlier, list) and all(_scored_row(e) for e in earlier)):
+            ap.error(f"--against {a.against}: not a --json of this tool (rows of file, case, rule and score)")
     scored, left = score(a.sweeps)
     print(report(scored, left, a.misses))
     if earlier is not None:
         print("\n" + changes(scored, earlier))
     if a.json:
-        pathlib.Path(a.json).write_text(json.dumps(scored, indent=1) + "\n")
+        write_json(a.json, scored)
     return 0
 
 

@@ -21,7 +21,8 @@ import sys
 import torch
 import torch.nn.functional as F
 
-from _sweep import DTYPES, allocated, counts, dtype_names, exit_status, header, json_path, sweep, write_json
+from _sweep import (DTYPES, allocated, counts, dtype_names, exit_status, header, interrupted, need_device, new_json_path,
+                    sweep, write_json)
 from benchmarks._measure import DEVICE, INTERPRET, TIMERS, method
 from fusedkernel.kernels import launch
 from fusedkernel.kernels.forward_rule import forward_candidates
@@ -105,23 +106,28 @@ def main() -> int:
     ap.add_argument("--dtypes", default="bf16")
     ap.add_argument("--widths", default=",".join(map(str, WIDTHS)))
     ap.add_argument("--tokens", default="8192")
-    ap.add_argument("--json", type=json_path, help="write every measured candidate to this file as well")
+    ap.add_argument("--json", type=new_json_path, help="write every measured candidate to this new file as well")
     a = ap.parse_args()
+    need_device(ap)
     try:
         dtypes, widths, tokens = dtype_names(a.dtypes), counts(a.widths, "--widths"), counts(a.tokens, "--tokens")
     except ValueError as e:
         ap.error(str(e))
     header()
-    rows_out, failed = [], []
-    for dname, n, tokens in itertools.product(dtypes, widths, tokens):
-        label = f"{dname} {tokens}x{n} {a.op}"
-        case = allocated(lambda: Case(a.op, dname, n, tokens), label)
-        rows = sweep(label, case.candidates(), case.run, case.check, case.floor, case.timer()) if case else []
-        failed += [] if rows else [label]
-        rows_out += rows
-        del case
-        if a.json:
-            write_json(a.json, rows_out)
+    rows_out, failed, done = [], [], 0
+    try:
+        for dname, n, tokens in itertools.product(dtypes, widths, tokens):
+            label = f"{dname} {tokens}x{n} {a.op}"
+            case = allocated(lambda: Case(a.op, dname, n, tokens), label)
+            rows = sweep(label, case.candidates(), case.run, case.check, case.floor, case.timer()) if case else []
+            failed += [] if rows else [label]
+            rows_out += rows
+            del case
+            if a.json:
+                write_json(a.json, rows_out)
+            done += bool(rows)  # a case with rows in --json
+    except KeyboardInterrupt:
+        return interrupted(done, a.json)
     return exit_status(failed)
 
 
