@@ -45,3 +45,15 @@ def kernels_seen_by_launch_hook(fn, hook_name="launch_enter_hook"):
         return fn(), seen
     finally:
         chain.remove(hook)
+
+
+def out_of_memory_at_width(monkeypatch, n: int) -> None:
+    """Make torch.randn raise torch.OutOfMemoryError for tensors whose last dimension is ``n`` (a case too wide)."""
+    real = torch.randn
+
+    def randn(*size, **kw):
+        if size[-1] == n:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB\nmore")
+        return real(*size, **kw)
+
+    monkeypatch.setattr(torch, "randn", randn)

@@ -178,16 +178,9 @@ def test_without_a_gpu_or_the_interpreter_it_says_so():
 
 def test_a_case_too_large_for_the_gpu_is_reported_and_the_next_one_runs(tmp_path, monkeypatch, capsys):
     # It ended the run with a traceback: the cases after it were lost.
-    import torch
+    from helpers import out_of_memory_at_width
 
-    real = torch.randn
-
-    def randn(*size, **kw):
-        if size[-1] == 128:
-            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
-        return real(*size, **kw)
-
-    monkeypatch.setattr(torch, "randn", randn)
+    out_of_memory_at_width(monkeypatch, 128)
     path = tmp_path / "h2h.json"
     assert head_to_head.main(["--settings", "rule", "--dtypes", "fp32", "--widths", "128,64", "--tokens", "2",
                               "--rounds", "1", "--json", str(path)]) == 1

@@ -200,16 +200,9 @@ def test_a_case_too_large_for_the_gpu_is_reported_and_the_next_one_runs(tool, ar
     # A width too wide for the GPU ended the sweep with a traceback: every case after it was lost.
     import runpy
 
-    import torch
+    from helpers import out_of_memory_at_width
 
-    real = torch.randn
-
-    def randn(*size, **kw):
-        if size[-1] == 128:
-            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB\nmore")
-        return real(*size, **kw)
-
-    monkeypatch.setattr(torch, "randn", randn)
+    out_of_memory_at_width(monkeypatch, 128)
     monkeypatch.setattr(sys, "argv", [tool, "--dtypes", "fp32", "--widths", "128,64", *args])
     with pytest.raises(SystemExit) as e:
         runpy.run_path(str(pathlib.Path(_sweep.__file__).with_name(tool)), run_name="__main__")
