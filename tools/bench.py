@@ -305,8 +305,9 @@ def cmd_gate(a) -> int:
         if not rows:  # the selection names flagged benchmarks (checked above): they did not run
             raise RunError(f"--bench {regexes}: no flagged benchmark was measured at both commits")
         bad = [r for r in rows if r.regressed]
-        broken = [r for r in rows if r.ratio is None]  # a zero or infinite value: measured, but no ratio
-        head_line = (f"ERROR: {len(broken)} flagged values give no ratio (zero or infinite)" if broken else
+        broken = [r for r in rows if r.ratio is None]  # zero, infinite, or skipped at the head: no ratio
+        head_line = (f"ERROR: {len(broken)} flagged values give no ratio (zero, infinite, or skipped at head)"
+                     if broken else
                      f"FAILED: {len(bad)} slower beyond the threshold" if bad else "passed")
         text = (f"## Benchmark gate: {head_line}\n\nbase {base[:10]}, head {head[:10]}, {machine}; "
                 f"{len(rows)} flagged values compared\n\n" + verdict.table(sorted(rows, key=lambda r: -(r.ratio or 0)),
@@ -429,8 +430,8 @@ def cmd_compare(a) -> int:
     vb, vh = ({e: (v, ss) for e, v, ss in verdict.entries(res)} for res in (b, h))
     rows = [verdict.compare(e, vb[e][0], vh[e][0], vb[e][1], vh[e][1], 1 + verdict.gate_threshold(conf, e))
             for e in sorted(vb.keys() & vh.keys())]
-    rows = [r for r in rows if r.before is not None and r.after is not None
-            and not (r.before != r.before or r.after != r.after)]  # NaN: not run here
+    # A failure (None) is in failed; NaN where the base ran nothing has no verdict, where only the head did, one.
+    rows = [r for r in rows if r.before is not None and r.after is not None and verdict.comparable(r.before, r.after)]
     label = "working tree" if changed else "HEAD (a copy)"
     against = "the working tree" if changed else "an unchanged copy of HEAD"
     print(f"compare on {machine}: {a.ref} ({ref[:10]}) against {against}; nothing is written to the history\n")
@@ -444,9 +445,10 @@ def cmd_compare(a) -> int:
               + verdict.plain_table(shown, a.ref, label))
     if failed:  # a case that failed on either side is no verdict: the table lacks it
         print(f"\ncompare: {len(failed)} failed cases, not in the table: {', '.join(failed[:10])}")
-    broken = [r.entry for r in judged if r.ratio is None]  # a zero or infinite value: measured, but no ratio
+    broken = [r.entry for r in judged if r.ratio is None]  # zero, infinite, or skipped on the tree's side
     if broken:
-        print(f"\ncompare: {len(broken)} flagged values give no ratio (zero or infinite): {', '.join(broken[:10])}")
+        print(f"\ncompare: {len(broken)} flagged values give no ratio (zero, infinite, or skipped by {label}): "
+              f"{', '.join(broken[:10])}")
     if blocking(failed, conf) or broken:
         return 3
     return 1 if any(r.regressed for r in judged) else 0

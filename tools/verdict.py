@@ -101,7 +101,7 @@ class Comparison:
         E.g. "BAD/GOOD = 1.44, beyond x1.03 but not significant (p 0.0031, needs < 0.002)".
         """
         if self.ratio is None:
-            return f"{ratio_name}: not compared (a value is missing, zero or infinite)"
+            return f"{ratio_name}: not compared (a value is missing, skipped, zero or infinite)"
         head = f"{ratio_name} = {self.ratio:.3g}"
         if self.ratio <= self.factor:
             return f"{head}, not beyond x{self.factor:.3g}"
@@ -148,14 +148,15 @@ def compare(entry: str, before, after, ss_before, ss_after, factor: float) -> Co
 def judge(conf: dict, base, head) -> list[Comparison]:
     """Every flagged value stored in both asv ``Results``, compared at its family's factor."""
     before = {e: (v, ss) for e, v, ss in entries(base)}
-    out = []
-    for entry, v, ss in entries(head):
-        if entry in before and flagged(conf, entry):
-            b, b_ss = before[entry]
-            if _nan(b) or _nan(v):  # not run (outside the selection, or skipped): nothing to compare
-                continue
-            out.append(compare(entry, b, v, b_ss, ss, 1 + gate_threshold(conf, entry)))
-    return out
+    return [compare(entry, before[entry][0], v, before[entry][1], ss, 1 + gate_threshold(conf, entry))
+            for entry, v, ss in entries(head)
+            if entry in before and flagged(conf, entry) and comparable(before[entry][0], v)]
+
+
+def comparable(before, after) -> bool:
+    """Is there a verdict to give: NaN (asv: not run, outside the selection or skipped) at the base is none,
+    but a value the base measured and the head skipped is one, with no ratio: the head stopped running it."""
+    return not _nan(before)
 
 
 def _nan(v) -> bool:
@@ -189,7 +190,7 @@ def table(rows: list[Comparison], before: str = "before", after: str = "after") 
     """A markdown table: benchmark, before, after, ratio, p, verdict; the rule under it."""
     lines = [f"| benchmark | {before} | {after} | ratio | p (Mann-Whitney) | verdict |", "|---|---|---|---|---|---|"]
     for r in rows:
-        fmt = (lambda v: "failed" if v is None else f"{v:.4g}")
+        fmt = (lambda v: "failed" if v is None else "skipped" if _nan(v) else f"{v:.4g}")
         p = "–" if r.p is None else f"{r.p:.2g}"
         ratio = "–" if r.ratio is None else f"{r.ratio:.3f}"
         lines.append(f"| {r.entry} | {fmt(r.before)} | {fmt(r.after)} | {ratio} | {p} | {label(r)} |")

@@ -867,7 +867,7 @@ def test_a_value_that_gives_no_ratio_is_not_compared(before, after):
     # NaN at BAD read "BAD/GOOD = nan, beyond x1.05 but not significant"; inf at HEAD read REGRESSED.
     row = verdict.compare("e", before, after, None, None, 1.05)
     assert row.ratio is None and not row.regressed and verdict.label(row) == "not compared"
-    assert row.why("BAD/GOOD") == "BAD/GOOD: not compared (a value is missing, zero or infinite)"
+    assert row.why("BAD/GOOD") == "BAD/GOOD: not compared (a value is missing, skipped, zero or infinite)"
 
 
 def fake_results(values: dict):
@@ -894,10 +894,23 @@ def test_the_gate_with_a_value_it_cannot_compare_is_a_run_error(fake, capsys, mo
     monkeypatch.setattr(bench, "measure_pair", lambda *a, **k: ((fake_results({ENTRY: 1.0}),
                                                                    fake_results({ENTRY: float("inf")})), []))
     assert main("gate", "HEAD~1", "HEAD") == 3
-    assert "## Benchmark gate: ERROR: 1 flagged values give no ratio (zero or infinite)" in capsys.readouterr().out
+    assert ("## Benchmark gate: ERROR: 1 flagged values give no ratio (zero, infinite, or skipped at head)"
+            in capsys.readouterr().out)
 
 
-@pytest.mark.parametrize("before, after", [(1.0, float("inf")), (0.0, 1.0)])
+def test_the_gate_fails_where_the_head_skipped_a_case_the_base_measured(fake, capsys, monkeypatch):
+    # A head whose op raised NotImplementedError at a case (asv: skipped, NaN) was dropped from the verdict: the
+    # gate passed having compared nothing there. NaN at the base (outside the selection) is still no verdict.
+    nan = float("nan")
+    monkeypatch.setattr(bench, "measure_pair", lambda *a, **k: (
+        (fake_results({ENTRY: 1.0, ENTRY + "x": nan}), fake_results({ENTRY: nan, ENTRY + "x": 1.0})), []))
+    assert main("gate", "HEAD~1", "HEAD") == 3
+    out = capsys.readouterr().out
+    assert "ERROR: 1 flagged values give no ratio (zero, infinite, or skipped at head)" in out
+    assert f"| {ENTRY} | 1 | skipped | – | – | not compared |" in out and f"| {ENTRY}x |" not in out
+
+
+@pytest.mark.parametrize("before, after", [(1.0, float("inf")), (0.0, 1.0), (1.0, float("nan"))])
 def test_compare_with_a_flagged_value_that_gives_no_ratio_is_a_run_error(monkeypatch, capsys, before, after):
     import argparse
 
@@ -907,7 +920,8 @@ def test_compare_with_a_flagged_value_that_gives_no_ratio_is_a_run_error(monkeyp
     monkeypatch.setattr(bench, "measure_pair", lambda *a, **k: ((fake_results({ENTRY: before}),
                                                                    fake_results({ENTRY: after})), []))
     assert bench.cmd_compare(argparse.Namespace(ref="HEAD", bench=None, wheels=None, rounds=1)) == 3
-    assert f"1 flagged values give no ratio (zero or infinite): {ENTRY}" in capsys.readouterr().out
+    assert f"1 flagged values give no ratio (zero, infinite, or skipped by working tree): {ENTRY}" in (
+        capsys.readouterr().out)
 
 
 @pytest.mark.parametrize("command", ["gate", "compare"])
