@@ -24,6 +24,7 @@ import os
 import pathlib
 import re
 import signal
+import shlex
 import site
 import subprocess
 import sys
@@ -104,8 +105,10 @@ def config(mode: str, results: pathlib.Path | None = None, site: pathlib.Path = 
     for key in ("benchmark_dir", "env_dir"):
         conf[key] = str(ROOT / conf[key])
     conf["results_dir"] = str(results or results_dir(mode))
-    # {conf_dir} would name the temporary folder: the tools live in the repository.
-    conf["install_command"] = [c.replace("{conf_dir}", str(ROOT)) for c in conf["install_command"]]
+    # {conf_dir} would name the temporary folder: the tools live in the repository. Quoted for asv's shlex split
+    # (a checkout path with a space), braces doubled for its str.format.
+    root = shlex.quote(str(ROOT)).replace("{", "{{").replace("}", "}}")
+    conf["install_command"] = [c.replace("{conf_dir}", root) for c in conf["install_command"]]
     conf["html_dir"] = str(html_dir(mode, site))
     if mode == "interpreter":
         # CPU times in the interpreter: nothing is flagged there.

@@ -70,6 +70,11 @@ def warn_uncommitted(commits: list[str]) -> None:
     if commit_of("HEAD") in commits and git("status", "--porcelain", "--", "fusedkernel"):
         print("warning: fusedkernel/ has uncommitted changes, which `run` does not measure (it measures "
               "commits); `python tools/bench.py compare` measures the working tree against HEAD", flush=True)
+    # asv runs the working tree's suite on every commit: the history would hold a measurement no commit describes.
+    if git("status", "--porcelain", "--", "benchmarks", "asv.conf.json", "tools/asv_env_install.py"):
+        print("warning: the suite (benchmarks/, asv.conf.json) has uncommitted changes, and asv measures every "
+              "commit with the working tree's suite: these results, written to the history, come from a suite no "
+              "commit holds; commit it first (`python tools/bench.py compare` writes nothing)", flush=True)
 
 
 def measure(commit: str, mode: str, machine: str, conf: pathlib.Path, wheels: str | None, regexes: list[str],

@@ -34,12 +34,28 @@ def test_config_keeps_the_project_settings(tmp_path):
     assert conf.pop("repo") == str(bench.ROOT)
     for key in ("benchmark_dir", "env_dir"):
         assert conf.pop(key) == str(bench.ROOT / orig.pop(key))
-    assert conf.pop("install_command") == [c.replace("{conf_dir}", str(bench.ROOT)) for c in orig.pop("install_command")]
+    install = conf.pop("install_command")
+    orig.pop("install_command")
+    argv = util.interpolate_command(install[0], {"env_dir": "/e", "build_dir": "/b"})[0]
+    assert argv == ["python", f"{bench.ROOT}/tools/asv_env_install.py", "/b"]
     assert conf.pop("regressions_first_commits") == {".*": None}  # nothing is flagged in the interpreter
     for key in ("results_dir", "repo", "html_dir", "regressions_first_commits"):
         orig.pop(key)
     conf.pop("html_dir")
     assert conf == orig
+
+
+def test_a_checkout_path_with_a_space_or_braces_reaches_the_install_command_whole(monkeypatch, tmp_path):
+    # asv splits install_command like a shell: "/tmp/bk3 sp" ran "python /tmp/bk3" and every family failed.
+    from asv import util
+
+    root, conf = tmp_path / "a {checkout} with spaces", asvrun.load_conf()
+    monkeypatch.setattr(asvrun, "ROOT", root)
+    monkeypatch.setattr(asvrun, "load_conf", lambda: conf)
+    with asvrun.config("interpreter", results=tmp_path) as path:
+        install = util.load_json(str(path))["install_command"]
+    argv = util.interpolate_command(install[0], {"env_dir": "/e", "build_dir": "/b"})[0]
+    assert argv == ["python", f"{root}/tools/asv_env_install.py", "/b"]
 
 
 def test_measure_pair_pins_both_commits_into_its_own_results(monkeypatch, tmp_path):
@@ -985,3 +1001,20 @@ def test_samples_without_statistics_are_judged_by_the_test_alone():
     row = verdict.compare("e", 1.0, 1.2, (None, same), (None, [1.2, 0.9, 1.3, 1.0, 0.95, 1.1, 1.2, 1.0]), 1.05)
     assert not row.regressed and "but not significant (p " in row.why() and "needs < 0.002" in row.why()
     assert verdict.compare("e", 1.0, 1.2, (None, [1.0]), (None, [1.2]), 1.05).regressed  # one value each
+
+
+@pytest.mark.parametrize("changed, warned", [({"benchmarks": " M benchmarks/_measure.py"}, True),
+                                             ({"fusedkernel": " M fusedkernel/ops.py"}, False), ({}, False)])
+def test_run_warns_where_the_suite_it_measures_every_commit_with_is_uncommitted(monkeypatch, capsys, changed, warned):
+    # asv runs the working tree's suite on each commit: an edited benchmarks/_measure.py (3 rounds, not 8)
+    # went into the history without a word. fusedkernel/ of an older commit is that commit's own: no warning.
+    def git(*args):
+        assert args[:2] == ("status", "--porcelain")
+        return "\n".join(v for k, v in changed.items() if k in args)
+
+    monkeypatch.setattr(bench, "git", git)
+    monkeypatch.setattr(bench, "commit_of", lambda rev: "h" * 40)
+    bench.warn_uncommitted(["o" * 40])
+    out = capsys.readouterr().out
+    assert ("the suite (benchmarks/, asv.conf.json) has uncommitted changes" in out) == warned, out
+    assert "fusedkernel/ has uncommitted changes" not in out
