@@ -47,8 +47,11 @@ def range_commits(spec: str) -> tuple[str, list[str]]:
     if good == bad:
         raise UsageError(f"{spec} is empty: GOOD and BAD are the same commit")
     commits = git("rev-list", "--reverse", "--first-parent", "--ancestry-path", f"{good}..{bad}").split()
-    if not commits:
-        raise UsageError(f"{spec}: {good[:10]} is not on {bad[:10]}'s first-parent line (merged from a side branch?)")
+    # From a side branch's commit the list starts at the merge, whose first parent is not GOOD: a bisect would
+    # measure the merge against GOOD and blame it for whatever the main line brought.
+    if not commits or git("rev-parse", f"{commits[0]}^1") != good:
+        raise UsageError(f"{spec}: {good[:10]} is not on {bad[:10]}'s first-parent line (merged from a side "
+                         "branch?): give a GOOD on it, such as the merge's first parent")
     return good, commits
 
 

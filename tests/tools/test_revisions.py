@@ -112,3 +112,28 @@ def test_new_drops_only_commits_of_results_alone(monkeypatch, tmp_path):
     assert revisions.results_only(results) and revisions.results_only(both)
     assert revisions.resolve(["NEW"], "m", tmp_path) == [empty, merge]
     assert not revisions.results_only(base)  # a root commit: every file is a change
+
+
+def test_a_range_from_a_side_branch_commit_is_refused(tmp_path, monkeypatch):
+    # S1 on a side branch, SLOW on main, the merge, M3: S1..M3 listed the merge first, and the bisect measured it
+    # against S1 (its second parent) and blamed it for SLOW, which it never measured.
+    def g(*args):
+        return subprocess.run(["git", "-c", "commit.gpgsign=false", *args], cwd=tmp_path, check=True,
+                              capture_output=True, text=True, env={**os.environ, "GIT_AUTHOR_NAME": "t",
+                                                                    "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+                                                                    "GIT_COMMITTER_EMAIL": "t@t"}).stdout.strip()
+
+    g("init", "-q", "-b", "main")
+    for name in ("A", "S1", "SLOW", "M3"):
+        if name == "S1":
+            g("checkout", "-q", "-b", "side")
+        if name == "SLOW":
+            g("checkout", "-q", "main")
+        g("commit", "-q", "--allow-empty", "-m", name)
+        if name == "SLOW":
+            g("merge", "-q", "--no-ff", "-m", "merge side", "side")
+    monkeypatch.setattr(revisions, "ROOT", tmp_path)
+    with pytest.raises(revisions.UsageError, match="is not on .*'s first-parent line .* the merge's first parent"):
+        revisions.range_commits("side..main")
+    good, commits = revisions.range_commits("main~3..main")  # A..M3 on the main line
+    assert [g("log", "-1", "--format=%s", c) for c in commits] == ["SLOW", "merge side", "M3"]
