@@ -59,12 +59,23 @@ def latest_record(prov_dir: pathlib.Path, machine: str, commit: str) -> str | No
     return provenance.anchor(recs[-1]) if recs else None
 
 
-def flags(html_dir: pathlib.Path) -> dict[str, list]:
-    """{entry: jumps} of asv's regressions.json in ``html_dir`` ({} when it has none)."""
+def flags(html_dir: pathlib.Path) -> dict[str, list[tuple[dict, list]]]:
+    """{entry: [(where, jumps)]} of asv's regressions.json in ``html_dir`` ({} when it has none).
+
+    asv flags each graph: an entry on one machine and environment. ``where`` holds the graph's parameters that
+    tell it from the others (``machine`` where there are several machines; {} where there is one graph)."""
     path = html_dir / "regressions.json"
     if not path.exists():
         return {}
-    return {row[0]: row[-1] for row in json.loads(path.read_text()).get("regressions", [])}
+    out: dict[str, list[tuple[dict, list]]] = {}
+    for row in json.loads(path.read_text()).get("regressions", []):
+        out.setdefault(row[0], []).append((row[2], row[-1]))
+    return out
+
+
+def flagged_on(regressed: dict, entry: str, machine: str) -> bool:
+    """Is ``entry`` flagged on ``machine`` (a flag that names no machine: the only one)?"""
+    return any(where.get("machine", machine) == machine for where, _ in regressed.get(entry, ()))
 
 
 def machine_section(machine: str, results_dir: pathlib.Path, prov_dir: pathlib.Path, site_prefix: str,
@@ -120,7 +131,7 @@ def machine_section(machine: str, results_dir: pathlib.Path, prov_dir: pathlib.P
             prev = f"{(h[-1] / h[-2] - 1) * 100:+.1f}%" if len(h) > 1 else "–"
             best = f"{(h[-1] / min(h) - 1) * 100:+.1f}%" if h else "–"
             entry = f"add_rmsnorm.{cls_of[op]}.track_ratio('fused', '{r.case}')"
-            if entry in regressed:
+            if flagged_on(regressed, entry, machine):
                 flag = '<span class="bad">REGRESSED</span>'
             elif conf is None:
                 flag = "not flagged (interpreter)"
@@ -171,21 +182,32 @@ def regressions_page(regressed: dict, html_dir: pathlib.Path) -> str:
     except (OSError, ValueError, KeyError):  # asv publish failed: name the revisions by number
         to_hash = {}
     rows = []
-    for entry, jumps in sorted(regressed.items()):
-        for before, after, v_before, v_after in jumps:
-            b = to_hash.get(str(before), f"r{before}") if before is not None else None
-            a = to_hash.get(str(after), f"r{after}")
-            good = b[:10] if b else a[:10] + "^"  # one commit: asv names no "before"
-            regex = "^" + entry.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")
-            # Double quotes read better around the regex's own single quotes, where the shell allows them.
-            quoted = f'"{regex}"' if not set(regex) & set('"$`!') else shlex.quote(regex)
-            cmd = f"python tools/bench.py bisect {good}..{a[:10]} {quoted}"
-            rows.append(f"<tr><td>{html.escape(entry)}</td><td><code>{(b or '')[:10]}..{a[:10]}</code></td>"
-                        f"<td>{v_before:.4g} → {v_after:.4g} ({(v_after / v_before - 1) * 100:+.1f}%)</td>"
-                        f"<td><code>{html.escape(cmd)}</code></td></tr>")
-    return page("Regressions", "<p>Each flag: the range where the step happened (asv's step detection), its size, "
-                               "and the command that names the commit.</p><table><tr><th>benchmark</th><th>commits"
-                               "</th><th>size</th><th>bisect</th></tr>" + "".join(rows) + "</table>", html_dir)
+    for entry, graphs in sorted(regressed.items()):
+        for where, jumps in graphs:
+            rows += _flag_rows(entry, where, jumps, to_hash)
+    return page("Regressions", "<p>Each flag: the range where the step happened (asv's step detection), where (the "
+                               "machine and environment, where there are several), its size, and the command that "
+                               "names the commit (run on that machine).</p><table><tr><th>benchmark</th><th>where"
+                               "</th><th>commits</th><th>size</th><th>bisect</th></tr>" + "".join(rows) + "</table>",
+                html_dir)
+
+
+def _flag_rows(entry: str, where: dict, jumps: list, to_hash: dict) -> list[str]:
+    # One row per jump of one graph's flag.
+    place = html.escape(", ".join(f"{k}={v}" for k, v in sorted(where.items())) or "–")
+    rows = []
+    for before, after, v_before, v_after in jumps:
+        b = to_hash.get(str(before), f"r{before}") if before is not None else None
+        a = to_hash.get(str(after), f"r{after}")
+        good = b[:10] if b else a[:10] + "^"  # one commit: asv names no "before"
+        regex = "^" + entry.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")
+        # Double quotes read better around the regex's own single quotes, where the shell allows them.
+        quoted = f'"{regex}"' if not set(regex) & set('"$`!') else shlex.quote(regex)
+        cmd = f"python tools/bench.py bisect {good}..{a[:10]} {quoted}"
+        rows.append(f"<tr><td>{html.escape(entry)}</td><td>{place}</td><td><code>{(b or '')[:10]}..{a[:10]}</code>"
+                    f"</td><td>{v_before:.4g} → {v_after:.4g} ({(v_after / v_before - 1) * 100:+.1f}%)</td>"
+                    f"<td><code>{html.escape(cmd)}</code></td></tr>")
+    return rows
 
 
 BAR = ('<div style="position:fixed;bottom:0;left:0;right:0;z-index:10000;background:#f5f5f5;'
@@ -253,7 +275,7 @@ def publish() -> int:
     new.rename(final)
     shutil.rmtree(old, ignore_errors=True)
     print(f"site: {final}/now.html (where the op stands), index.html (history), regressions.html "
-          f"({len(regressed)} flagged), provenance.html ({n} runs)")
+          f"({sum(map(len, regressed.values()))} flagged), provenance.html ({n} runs)")
     print(f"browse it with: {sys.executable} -m http.server -d {final} 8080  (then open http://localhost:8080/now.html)")
     return 0
 

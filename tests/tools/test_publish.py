@@ -1,5 +1,6 @@
 """tools/publish.py: the site's own pages, built from results; publishing needs no torch."""
 
+import json
 import pathlib
 import subprocess
 import sys
@@ -80,7 +81,7 @@ def test_regressions_page_says_so_when_there_are_none(tmp_path):
 def test_regressions_page_gives_range_size_and_bisect_command(tmp_path):
     (tmp_path / "index.json").write_text('{"revision_to_hash": {"3": "' + "a" * 40 + '", "4": "' + "b" * 40 + '"}}')
     entry = "add_rmsnorm.Inference.track_ratio('fused', 'bf16 1x4096')"
-    page = publish.regressions_page({entry: [[3, 4, 1.5, 1.65]]}, tmp_path)
+    page = publish.regressions_page({entry: [({}, [[3, 4, 1.5, 1.65]])]}, tmp_path)
     assert "aaaaaaaaaa..bbbbbbbbbb" in page and "+10.0%" in page
     assert "python tools/bench.py bisect aaaaaaaaaa..bbbbbbbbbb" in page
     # The command, as the shell splits it, hands bisect a regex that matches the flagged entry.
@@ -90,8 +91,23 @@ def test_regressions_page_gives_range_size_and_bisect_command(tmp_path):
     cmd = shlex.split(html.unescape(re.search(r"<code>(python tools/bench.py bisect [^<]*)</code>", page).group(1)))
     assert cmd[:4] == ["python", "tools/bench.py", "bisect", "aaaaaaaaaa..bbbbbbbbbb"] and re.match(cmd[4], entry)
     # One commit: asv leaves "before" out; the bisect starts at its parent.
-    page = publish.regressions_page({entry: [[None, 4, 1.5, 1.65]]}, tmp_path)
+    page = publish.regressions_page({entry: [({}, [[None, 4, 1.5, 1.65]])]}, tmp_path)
     assert "bisect bbbbbbbbbb^..bbbbbbbbbb" in page
+
+
+def test_a_flag_on_one_machine_is_that_machines_and_each_is_listed(tmp_path):
+    # regressions.json has a row per graph (machine, environment); keyed by the benchmark alone, h100's flag
+    # replaced h200's on regressions.html, named no machine, and marked the case REGRESSED on every machine.
+    entry = "add_rmsnorm.Inference.track_ratio('fused', 'bf16 1x4096')"
+    rows = [[entry, "graphs/x.json", {"machine": "h200"}, 0, 1.2, 1.0, [[3, 4, 1.0, 1.2]]],
+            [entry, "graphs/y.json", {"machine": "h100"}, 0, 1.1, 1.0, [[7, 8, 1.0, 1.1]]]]
+    (tmp_path / "regressions.json").write_text(json.dumps({"regressions": rows}))
+    flagged = publish.flags(tmp_path)
+    assert flagged == {entry: [({"machine": "h200"}, [[3, 4, 1.0, 1.2]]), ({"machine": "h100"}, [[7, 8, 1.0, 1.1]])]}
+    assert publish.flagged_on(flagged, entry, "h200") and not publish.flagged_on(flagged, entry, "a100")
+    assert publish.flagged_on({entry: [({}, [[3, 4, 1.0, 1.2]])]}, entry, "any")  # one graph: the only machine
+    page = publish.regressions_page(flagged, tmp_path)
+    assert "<td>machine=h200</td><td><code>r3..r4</code>" in page and "<td>machine=h100</td><td><code>r7..r8</code>" in page
 
 
 def test_now_page_escapes_what_results_and_records_carry(monkeypatch, tmp_path):
