@@ -9,6 +9,8 @@
     python tools/bench.py bisect GOOD..BAD BENCH    the first commit where BENCH got slower
     python tools/bench.py compare [REF]             the working tree against REF (default HEAD)
 
+One command at a time per checkout: they share its asv environment, and a
+second is refused (exit 2) while one runs; run another from another clone.
 Exit status: 0 done; 1 slower beyond the threshold (gate, compare), no step
 (bisect) or failed cases (run); 2 a usage or configuration error (refused
 before anything is measured or recorded); 3 a run error (gate, compare,
@@ -29,6 +31,8 @@ leading global flags such as ``(?i)`` apply to that regex alone.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import json
 import math
 import os
@@ -598,6 +602,28 @@ def check_wheels(folder: str) -> None:
 COMMANDS = {"run": cmd_run, "publish": cmd_publish, "gate": cmd_gate, "bisect": cmd_bisect, "compare": cmd_compare}
 
 
+@contextlib.contextmanager
+def checkout_lock(cmd: str):
+    """Hold this checkout's asv state (.asv/: the one environment every command installs its commits into, the
+    site) for one command at a time; UsageError while another holds it (two at once measured each other's commit).
+    """
+    path = asvrun.LOGS.parent / "bench.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)  # not inherited by asv's processes: ours alone holds it
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
+            raise UsageError(f"this checkout's asv environment ({path.parent}) is in use by {holder}: wait for it "
+                             "to end, or run from another clone") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"bench.py {cmd} (pid {os.getpid()})".encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # the lock goes with it, also when the process dies
+
+
 def main(argv=None) -> int:
     # First: a signal from here on stops the run (see signals.catch_signals and signals.arm).
     old = signals.catch_signals()
@@ -609,7 +635,8 @@ def main(argv=None) -> int:
     try:
         try:
             a = parse(argv)
-            return COMMANDS[a.cmd](a)
+            with checkout_lock(a.cmd):
+                return COMMANDS[a.cmd](a)
         finally:
             signals.disarm()  # unwound: a late signal must not raise inside the reporting below
     except (KeyboardInterrupt, Exception) as e:

@@ -1018,3 +1018,16 @@ def test_run_warns_where_the_suite_it_measures_every_commit_with_is_uncommitted(
     out = capsys.readouterr().out
     assert ("the suite (benchmarks/, asv.conf.json) has uncommitted changes" in out) == warned, out
     assert "fusedkernel/ has uncommitted changes" not in out
+
+
+def test_a_second_command_in_one_checkout_is_refused_while_one_runs(fake, capsys):
+    # Two runs at once shared the one asv environment: each installed its commit into it, and both measured
+    # one commit's code under two commits' names.
+    import os
+
+    with bench.checkout_lock("run"):
+        assert main("run", "HEAD", "--quiet") == 2
+    err = capsys.readouterr().err
+    assert f"is in use by bench.py run (pid {os.getpid()}): wait for it to end, or run from another clone" in err
+    assert fake.asv == [] and records(fake) == []
+    assert main("run", "HEAD", "--quiet") == 0  # released
