@@ -16,6 +16,7 @@ from __future__ import annotations
 import html
 import json
 import pathlib
+import re
 import shlex
 import shutil
 import sys
@@ -86,7 +87,8 @@ def machine_section(machine: str, results_dir: pathlib.Path, prov_dir: pathlib.P
     if current is None:
         return (f'<h2 id="{html.escape(machine)}">{html.escape(machine)}</h2><p>{note}No readable benchmarks.json in '
                 f"{html.escape(str(results_dir))}: a run of the suite writes it again.</p>")
-    runs = [(c, report.rows(stored[c], current)) for c in report.commit_order(set(stored))]
+    runs = [(c, report.rows(stored[c], current))
+            for c in report.commit_order(set(stored), {c: r.date for c, r in stored.items()})]
     runs = [(c, rows) for c, rows in runs if rows]
     if not runs:
         return (f'<h2 id="{html.escape(machine)}">{html.escape(machine)}</h2><p>{note}No results of the suite\'s '
@@ -244,10 +246,16 @@ def publish() -> int:
         results = asvrun.results_dir(mode)
         if not (results / "benchmarks.json").exists():
             continue
+        missing = []  # asv leaves results of commits off its branches out of the graphs and the flags
         with asvrun.config(mode, site=new) as path:
             # Its progress to the log only: `make bench` ends with the run's summary and the lines below.
             code = asvrun.asv(["publish", "--config", str(path)], asvrun.asv_env(mode, None),
-                              asvrun.LOGS / "publish.log", echo=lambda _line: None)
+                              asvrun.LOGS / "publish.log",
+                              echo=lambda line: missing.extend(re.findall(r"Couldn't find (\w+) in branches", line)))
+        if missing:
+            print(f"warning: asv publish ({mode}) left {len(missing)} commits with results out of the graphs and the "
+                  f"flags, not on the branches it graphs (a shallow clone? results of another branch?), e.g. "
+                  f"{missing[0][:10]}; see {asvrun.LOGS / 'publish.log'}")
         if code:
             shutil.rmtree(new, ignore_errors=True)
             print(f"asv publish ({mode}) failed: see {asvrun.LOGS / 'publish.log'}; the last site ({final}) is left "

@@ -101,15 +101,28 @@ def load(path: pathlib.Path):
     return Results.load(str(path))
 
 
-def commit_order(hashes: set[str]) -> list[str]:
-    """``hashes`` in the order of HEAD's history (oldest first); hashes not in it last, as given."""
+def commit_order(hashes: set[str], dates: dict[str, int] | None = None) -> list[str]:
+    """``hashes`` in the order of HEAD's history (oldest first).
+
+    Where some are not in it (a shallow clone, another branch's results), all are ordered by ``dates`` (their
+    commit dates, as asv stores them), the history's order breaking ties, with a warning: the newest is the one
+    a table calls the latest. Without dates those go first, by hash (never as the latest).
+    """
     try:
         history = subprocess.run(["git", "rev-list", "--reverse", "HEAD"], cwd=ROOT, capture_output=True,
                                  text=True, check=True).stdout.split()
     except (OSError, subprocess.CalledProcessError):
         history = []
     pos = {c: i for i, c in enumerate(history)}
-    return sorted(hashes, key=lambda c: pos.get(c, len(pos)))
+    unknown = sorted(c for c in hashes if c not in pos)
+    if not unknown:
+        return sorted(hashes, key=pos.__getitem__)
+    print(f"warning: {len(unknown)} of {len(hashes)} commits with results are not in HEAD's history (a shallow "
+          f"clone? git fetch --unshallow; results of another branch?), e.g. {unknown[0][:10]}: ordered by "
+          + ("commit date" if dates else "hash, before the others"), file=sys.stderr)
+    if dates:
+        return sorted(hashes, key=lambda c: (dates.get(c, 0), pos.get(c, -1), c))
+    return unknown + sorted((c for c in hashes if c in pos), key=pos.__getitem__)
 
 
 def machine_results(results_dir: pathlib.Path, machine: str) -> dict[str, object]:

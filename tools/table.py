@@ -90,7 +90,7 @@ def main() -> None:
     stored = report.machine_results(results, a.machine)
     if not stored:
         raise SystemExit(f"no results for machine {a.machine} in {results}")
-    names = a.commits or [report.commit_order(set(stored))[-1]]
+    names = a.commits or [report.commit_order(set(stored), {c: r.date for c, r in stored.items()})[-1]]
     runs = [stored[resolve(n, stored)] for n in names]
     current = report.current_benchmarks(results)
     host = {}

@@ -228,3 +228,32 @@ def test_a_publish_stopped_between_its_renames_gets_the_last_site_back(monkeypat
     monkeypatch.setattr(publish.asvrun, "asv", fake_asv(1))  # fails: the site put back is the one left
     assert publish.publish() == 3
     assert {p.name: p.read_text() for p in (tmp_path / "html").iterdir()} == pages
+
+
+def test_results_of_commits_off_the_graphed_branches_are_named_not_hidden(monkeypatch, tmp_path, capsys):
+    # asv publish said "Couldn't find ... in branches" into its log alone; the graphs and flags lacked them silently.
+    last_site(tmp_path, monkeypatch)
+
+    def asv(args, env, log, echo=print):
+        echo("· Couldn't find 0123456789abcdef0123456789abcdef01234567 in branches (main)")
+        return fake_asv(0)(args, env, log)
+
+    monkeypatch.setattr(publish.asvrun, "asv", asv)
+    assert publish.publish() == 0
+    out = capsys.readouterr().out
+    assert "warning: asv publish (gpu) left 1 commits with results out of the graphs and the flags" in out
+    assert "e.g. 0123456789" in out
+
+
+def test_commits_outside_heads_history_are_ordered_by_date_and_named(capsys):
+    # Hashes not in HEAD's history (a shallow clone) went last in a set's order: "latest" changed between runs.
+    import report
+
+    head = report.subprocess.run(["git", "rev-parse", "HEAD"], cwd=report.ROOT, capture_output=True,
+                                 text=True).stdout.strip()
+    older, newer = "a" * 40, "b" * 40
+    dates = {older: 1, newer: 3, head: 2}
+    assert report.commit_order({newer, head, older}, dates) == [older, head, newer]
+    assert "2 of 3 commits with results are not in HEAD's history" in capsys.readouterr().err
+    assert report.commit_order({newer, head, older}) == [older, newer, head]  # no dates: never the latest
+    assert report.commit_order({head}) == [head] and capsys.readouterr().err.count("warning") == 1
