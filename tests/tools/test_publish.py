@@ -118,7 +118,7 @@ def test_now_page_escapes_what_results_and_records_carry(monkeypatch, tmp_path):
     (tmp_path / "results" / "benchmarks.json").write_text("{}")
     monkeypatch.setattr(publish, "ROOT", tmp_path)
     monkeypatch.setattr(publish.asvrun, "results_dir", lambda mode: tmp_path / "none")
-    monkeypatch.setattr(report, "machine_results", lambda d, m: {nasty: object()})
+    monkeypatch.setattr(report, "machine_results", lambda d, m: {nasty: __import__("types").SimpleNamespace(date=0)})
     monkeypatch.setattr(report, "rows", lambda res, current=None: [report.Row("inference", "bf16 1x<b>", 2.0, 1.0, 1.5)])
     monkeypatch.setattr(publish, "latest_record", lambda *a: 'x"><img src=y onerror=alert(1)>')
     page = publish.now_page({}, {})
