@@ -89,7 +89,11 @@ def html_dir(mode: str, site: pathlib.Path = SITE) -> pathlib.Path:
 def load_conf() -> dict:
     from asv import util
 
-    return util.load_json(str(ROOT / "asv.conf.json"), js_comments=True)
+    path = ROOT / "asv.conf.json"
+    try:
+        return util.load_json(str(path), js_comments=True)
+    except ValueError as e:  # asv's message names "<string>", not the file
+        raise ValueError(f"{path}: not valid JSON ({e})") from None
 
 
 @contextlib.contextmanager

@@ -388,7 +388,7 @@ def levels_arg(text: str) -> list[float]:
 
 
 def positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
         raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
     return int(text)
 
@@ -464,8 +464,8 @@ def main() -> None:
     sub = ap.add_subparsers(dest="cmd", required=True)
     m = sub.add_parser("measure", help="calibrate and measure processes (GPU; resumable)")
     m.add_argument("--raw", help="raw measurements (default docs/detection/<machine>/raw.json)")
-    m.add_argument("--aa", type=int, default=30, help="unchanged (A/A) processes, at least")
-    m.add_argument("--per-level", type=int, default=10, help="processes per slowdown level")
+    m.add_argument("--aa", type=positive, default=30, help="unchanged (A/A) processes, at least")
+    m.add_argument("--per-level", type=positive, default=10, help="processes per slowdown level")
     m.add_argument("--levels", type=levels_arg, default=LEVELS, help="slowdown levels to measure (calibrated ones)")
     m.add_argument("--classes", default="Forward,Inference",
                    help=f"classes to measure, of {', '.join(CLASSES)} (Training: prefill or wide, no decode case)")
@@ -474,7 +474,7 @@ def main() -> None:
     m.add_argument("--start", choices=["fork", "spawn"], default="fork",
                    help="how each class's process starts: forked from this one (as asv does) or a fresh interpreter")
     m.add_argument("--seed", help="take the calibration (chains per level) from this earlier raw file")
-    m.add_argument("--calibration-rounds", type=int, default=3)
+    m.add_argument("--calibration-rounds", type=positive, default=3)
     n = sub.add_parser("analyze", help="the curve from the raw measurements")
     n.add_argument("--raw", action="append", default=[], help="raw file (repeatable; curve.json goes beside the first)")
     n.add_argument("--regimes", help="only these regimes (decode, prefill, wide)")

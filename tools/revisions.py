@@ -39,8 +39,8 @@ def commit_of(rev: str) -> str:
 
 def range_commits(spec: str) -> tuple[str, list[str]]:
     """(GOOD, commits after GOOD up to BAD, oldest first) of ``GOOD..BAD``; UsageError when it is no range."""
-    if ".." not in spec or "..." in spec:
-        raise UsageError(f"{spec!r} is not a range: give GOOD..BAD")
+    if ".." not in spec or "..." in spec or not all(spec.split("..", 1)):
+        raise UsageError(f"{spec!r} is not a range: give GOOD..BAD, both named")
     good, bad = (commit_of(r) for r in spec.split("..", 1))
     if subprocess.run(["git", "merge-base", "--is-ancestor", good, bad], cwd=ROOT).returncode:
         raise UsageError(f"{spec}: {good[:10]} is not an ancestor of {bad[:10]}")

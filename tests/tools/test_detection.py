@@ -178,6 +178,10 @@ def test_publish_flags_name_the_slow_commit():
     (["analyze", "--raw", "ONE_AA"], "fewer than 2 unchanged (A/A) commits"),
     (["measure", "--raw", "NAN"], "process 1: its Inference bf16 1x4096 ratios are no list of positive numbers"),
     (["history", "--raw", "RAW", "--levels", "0,0", "--out", "NOT_EMPTY"], "exists, and is no empty folder"),
+    # A StatisticsError traceback after the setup; negative counts were taken.
+    (["measure", "--raw", "NEW", "--calibration-rounds", "0"], "must be an integer >= 1, got '0'"),
+    (["measure", "--raw", "NEW", "--aa", "-1"], "must be an integer >= 1, got '-1'"),
+    (["measure", "--raw", "NEW", "--per-level", "\u0663"], "must be an integer >= 1"),
 ])
 def test_bad_arguments_are_one_line_and_leave_the_curve_alone(args, message, tmp_path):
     raw = tmp_path / "raw.json"

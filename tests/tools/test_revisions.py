@@ -137,3 +137,20 @@ def test_a_range_from_a_side_branch_commit_is_refused(tmp_path, monkeypatch):
         revisions.range_commits("side..main")
     good, commits = revisions.range_commits("main~3..main")  # A..M3 on the main line
     assert [g("log", "-1", "--format=%s", c) for c in commits] == ["SLOW", "merge side", "M3"]
+
+
+@pytest.mark.parametrize("spec", ["HEAD~1..", "..HEAD", ".."])
+def test_a_range_missing_an_end_says_so(spec):
+    # "HEAD~1.." read "git rev-parse --verify --end-of-options ^{commit}: fatal: Needed a single revision".
+    with pytest.raises(revisions.UsageError, match="is not a range: give GOOD..BAD, both named"):
+        revisions.range_commits(spec)
+
+
+def test_an_asv_conf_that_is_no_json_is_named(tmp_path, monkeypatch):
+    # "<string>:2 Unexpected end of input at column 1": which file?
+    import asvrun
+
+    (tmp_path / "asv.conf.json").write_text("{\n")
+    monkeypatch.setattr(asvrun, "ROOT", tmp_path)
+    with pytest.raises(ValueError, match=f"{tmp_path / 'asv.conf.json'}: not valid JSON"):
+        asvrun.load_conf()
