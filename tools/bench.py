@@ -606,17 +606,18 @@ COMMANDS = {"run": cmd_run, "publish": cmd_publish, "gate": cmd_gate, "bisect": 
 def checkout_lock(cmd: str):
     """Hold this checkout's asv state (.asv/: the one environment every command installs its commits into, the
     site) for one command at a time; UsageError while another holds it (two at once measured each other's commit).
+
+    The lock file is in the checkout's git folder: a command refused later leaves the working tree as it was.
     """
-    path = asvrun.LOGS.parent / "bench.lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path = pathlib.Path(git("rev-parse", "--absolute-git-dir")) / "fusedkernel-bench.lock"
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)  # not inherited by asv's processes: ours alone holds it
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
-            raise UsageError(f"this checkout's asv environment ({path.parent}) is in use by {holder}: wait for it "
-                             "to end, or run from another clone") from None
+            raise UsageError(f"this checkout's asv environment ({asvrun.LOGS.parent}) is in use by {holder}: wait "
+                             "for it to end, or run from another clone") from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"bench.py {cmd} (pid {os.getpid()})".encode(), 0)
         yield
