@@ -609,7 +609,11 @@ def checkout_lock(cmd: str):
 
     The lock file is in the checkout's git folder: a command refused later leaves the working tree as it was.
     """
-    path = pathlib.Path(git("rev-parse", "--absolute-git-dir")) / "fusedkernel-bench.lock"
+    found = subprocess.run(["git", "rev-parse", "--absolute-git-dir"], cwd=ROOT, capture_output=True, text=True)
+    if found.returncode:
+        raise UsageError(f"{ROOT} is not a git checkout (the tracker measures its commits): "
+                         f"{found.stderr.strip() or 'git rev-parse failed'}")
+    path = pathlib.Path(found.stdout.strip()) / "fusedkernel-bench.lock"
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)  # not inherited by asv's processes: ours alone holds it
     try:
         try:
