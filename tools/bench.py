@@ -440,7 +440,7 @@ def cmd_compare(a) -> int:
     rows = [verdict.compare(e, vb[e][0], vh[e][0], vb[e][1], vh[e][1], 1 + verdict.gate_threshold(conf, e))
             for e in sorted(vb.keys() & vh.keys())]
     # A failure (None) is in failed; NaN where the base ran nothing has no verdict, where only the head did, one.
-    rows = [r for r in rows if r.before is not None and r.after is not None and verdict.comparable(r.before, r.after)]
+    rows = [r for r in rows if r.before is not None and r.after is not None and verdict.comparable(r.before)]
     label = "working tree" if changed else "HEAD (a copy)"
     against = "the working tree" if changed else "an unchanged copy of HEAD"
     print(f"compare on {machine}: {a.ref} ({ref[:10]}) against {against}; nothing is written to the history\n")

@@ -252,6 +252,7 @@ def publish() -> int:
             code = asvrun.asv(["publish", "--config", str(path)], asvrun.asv_env(mode, None),
                               asvrun.LOGS / "publish.log",
                               echo=lambda line: missing.extend(re.findall(r"Couldn't find (\w+) in branches", line)))
+        missing = list(dict.fromkeys(missing))  # asv warns once per results file: a commit's environments
         if missing:
             print(f"warning: asv publish ({mode}) left {len(missing)} commits with results out of the graphs and the "
                   f"flags, not on the branches it graphs (a shallow clone? results of another branch?), e.g. "

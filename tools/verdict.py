@@ -150,12 +150,12 @@ def judge(conf: dict, base, head) -> list[Comparison]:
     before = {e: (v, ss) for e, v, ss in entries(base)}
     return [compare(entry, before[entry][0], v, before[entry][1], ss, 1 + gate_threshold(conf, entry))
             for entry, v, ss in entries(head)
-            if entry in before and flagged(conf, entry) and comparable(before[entry][0], v)]
+            if entry in before and flagged(conf, entry) and comparable(before[entry][0])]
 
 
-def comparable(before, after) -> bool:
-    """Is there a verdict to give: NaN (asv: not run, outside the selection or skipped) at the base is none,
-    but a value the base measured and the head skipped is one, with no ratio: the head stopped running it."""
+def comparable(before) -> bool:
+    """Is there a verdict to give on a value whose base reading is ``before``: not where it is NaN (asv: not run,
+    outside the selection or skipped), but where only the head skipped it (no ratio: the head stopped running it)."""
     return not _nan(before)
 
 

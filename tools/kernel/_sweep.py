@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import pathlib
+import secrets
 import sys
 import tempfile
 
@@ -24,8 +25,6 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
 from benchmarks._measure import INTERPRET, interleaved_medians, warm_up  # noqa: E402
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
-_UMASK = os.umask(0o022)
-os.umask(_UMASK)
 MAX_COUNT = 2**31 - 1  # rows, widths, rounds: the kernels take row and column counts as 32-bit ints
 
 
@@ -183,10 +182,11 @@ def write_json(path: str, rows) -> None:
     Through a symlink to its target; a temporary file of a name of its own, so no file is overwritten but ``path``.
     """
     target = os.path.realpath(path)
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target), prefix=f".{os.path.basename(target)}.")
+    # Created exclusively under a random name (the umask's permissions, unlike mkstemp's private file).
+    tmp = os.path.join(os.path.dirname(target), f".{os.path.basename(target)}.{secrets.token_hex(6)}.tmp")
+    f = open(tmp, "x")
     try:
-        os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp's file is private; the results are not
-        with os.fdopen(fd, "w") as f:
+        with f:
             json.dump(rows, f, indent=1)
         os.replace(tmp, target)
     except BaseException:

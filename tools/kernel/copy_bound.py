@@ -76,10 +76,11 @@ def check(x: torch.Tensor, r: torch.Tensor, w: torch.Tensor, y: torch.Tensor, re
     """:func:`copy_rows`'s argument checks: TypeError or ValueError naming the argument."""
     if type(cfg) is not ForwardConfig:
         raise TypeError(f"cfg must be a ForwardConfig, got {type(cfg).__name__}")
-    for name, t in (("x", x), ("residual", r), ("weight", w), ("y", y), ("residual output", res)):
-        if not isinstance(t, torch.Tensor) and (t is not None or name != "residual output"):
-            raise TypeError(f"{name} must be a torch.Tensor" + (" or None" if name == "residual output" else "")
-                            + f", got {type(t).__name__}")
+    for name, t in (("x", x), ("residual", r), ("weight", w), ("y", y)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if res is not None and not isinstance(res, torch.Tensor):
+        raise TypeError(f"residual output must be a torch.Tensor or None, got {type(res).__name__}")
     if x.dim() != 2:
         raise ValueError(f"x must be 2-D (rows, hidden size), got shape {tuple(x.shape)}")
     for name, t in (("x", x), ("residual", r), ("y", y), ("residual output", res)):
