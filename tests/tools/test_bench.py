@@ -828,6 +828,33 @@ def test_bisect_names_a_step_it_confirmed_on_new_samples(fake_bisect, capsys):
     assert f"bisect: first slow commit {'b' * 40}" in capsys.readouterr().out
 
 
+def bisect_workflow() -> dict:
+    import yaml
+
+    return yaml.safe_load((bench.ROOT / ".github" / "workflows" / "bench-bisect.yml").read_text())
+
+
+def test_bisect_workflow_summary_keeps_the_named_commit(fake_bisect, capsys):
+    # A review's find: the workflow grepped for asv find's "Greatest regression found", which bisect never prints.
+    script = bisect_workflow()["jobs"]["bisect"]["steps"][-1]["run"]
+    pattern = re.search(r'grep "([^"]+)" bisect\.log', script).group(1)
+    assert main("bisect", "g..c2", r"Inference.track_ratio\('fused', 'bf16 1x64'\)") == 0
+    kept = [line for line in capsys.readouterr().out.splitlines() if re.search(pattern, line)]
+    assert any(line.startswith(f"bisect: first slow commit {'b' * 40}") for line in kept), kept
+
+
+def test_bisect_workflow_default_is_a_flagged_benchmark_of_the_gpu_grid():
+    # A review's find: the default was Forward.time_device, a benchmark the suite no longer has.
+    from benchmarks import _cases, add_rmsnorm
+
+    default = bisect_workflow()[True]["workflow_dispatch"]["inputs"]["bench"]["default"]
+    ops = {f: getattr(add_rmsnorm, f).op for f in asvrun.FAMILIES if hasattr(getattr(add_rmsnorm, f), "op")}
+    grid = [f"add_rmsnorm.{f}.track_ratio('fused', '{c}')" for f, op in ops.items() for c in _cases.gpu_cases(op)]
+    matched = [e for e in grid if re.search(default, e)]
+    conf = asvrun.load_conf()
+    assert matched and all(verdict.flagged(conf, e) for e in matched), (default, matched)
+
+
 @pytest.mark.parametrize("visit", [4, 5, 6, 7])
 @pytest.mark.parametrize("silent", [False, True])
 def test_bisect_refuses_to_confirm_on_values_it_did_not_measure_again(fake_bisect, capsys, visit, silent):
