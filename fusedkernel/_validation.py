@@ -23,6 +23,12 @@ EPS_MIN = torch.finfo(torch.float32).tiny
 EPS_MAX = torch.finfo(torch.float32).max
 
 
+def type_name(value: object) -> str:
+    """The type's name for messages, qualified outside builtins: numpy.bool_ calls itself "bool" too."""
+    t = type(value)
+    return t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
+
+
 def check_eps(eps: object) -> float:
     """Return eps as a float.
 
@@ -36,7 +42,7 @@ def check_eps(eps: object) -> float:
     if type(eps) is float and EPS_MIN <= eps <= EPS_MAX:
         return eps
     if isinstance(eps, bool) or not isinstance(eps, numbers.Real):
-        raise TypeError(f"eps must be a real number, got {type(eps).__name__}")
+        raise TypeError(f"eps must be a real number, got {type_name(eps)}")
     try:
         eps = float(eps)
     except OverflowError:
@@ -84,7 +90,7 @@ def check_inputs(x: object, residual: object, weight: object, eps: object) -> fl
 
 def _check_dense(name: str, t: object) -> None:
     if not isinstance(t, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        raise TypeError(f"{name} must be a torch.Tensor, got {type_name(t)}")
     if t.layout != torch.strided or t.is_nested:
         raise ValueError(f"{name} must be a dense strided tensor, got layout {t.layout}"
                          f"{' (nested)' if t.is_nested else ''}")
@@ -143,7 +149,7 @@ def check_backward(dy: object, dres: object, x: object, residual: object, weight
                              f"{tuple(t.shape)} on {t.device}")
     rows = x.numel() // x.shape[-1]
     if not isinstance(rstd, torch.Tensor):
-        raise TypeError(f"rstd must be a torch.Tensor, got {type(rstd).__name__}")
+        raise TypeError(f"rstd must be a torch.Tensor, got {type_name(rstd)}")
     if rstd.dtype != torch.float32:
         raise TypeError(f"rstd must be float32 (the forward's), got {rstd.dtype}")
     if rstd.layout != torch.strided or rstd.is_nested:

@@ -1,9 +1,11 @@
 """The public fused op: ``y = rmsnorm(x + residual) * weight`` in one Triton kernel.
 
 Eager calls that need no gradient launch the kernel directly (the shortest host
-path, for decode). Calls that need autograd, and calls inside torch.compile,
-go through the custom ops registered here (``torch.ops.fusedkernel.*``), which
-carry fake implementations for tracing and the fused backward.
+path, for decode). Calls that need autograd, and calls inside torch.compile or
+under a tracer that sees only dispatched ops (make_fx, FakeTensorMode,
+torch.jit.trace, any TorchDispatchMode), go through the custom ops registered
+here (``torch.ops.fusedkernel.*``), which carry fake implementations for
+tracing and the fused backward.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import torch
 import torch.autograd.forward_ad as _fwad
 from torch import Tensor
 
-from ._validation import check_backward, check_inplace, check_inputs, rows_view
+from ._validation import check_backward, check_inplace, check_inputs, rows_view, type_name
 from .kernels.launch import INTERPRET, backward_rows, forward_rows
 
 
@@ -24,10 +26,7 @@ def _forward(x: Tensor, residual: Tensor, weight: Tensor, eps: float, res_mode: 
     implementation), so the checks that read memory addresses or flags that
     tracing cannot see live here.
     """
-    # A lazy negation view: the kernel reads raw memory and would miss the sign.
-    if x.is_neg() or residual.is_neg() or weight.is_neg():
-        name = "x" if x.is_neg() else "residual" if residual.is_neg() else "weight"
-        raise ValueError(f"{name} is a lazy negation view; pass {name}.resolve_neg()")
+    _check_not_neg(x, residual, weight)
     if res_mode == "inplace":
         check_inplace(x, residual, weight)
     # Outputs are contiguous whatever x's row stride (empty_like alone would copy it).
@@ -43,6 +42,21 @@ def _forward(x: Tensor, residual: Tensor, weight: Tensor, eps: float, res_mode: 
     if x.numel() > 0:
         forward_rows(x, residual, weight, eps, y, res, rstd)
     return y, (None if res_mode == "inplace" else res), rstd
+
+
+def _check_not_neg(x: Tensor, residual: Tensor, weight: Tensor) -> None:
+    # A lazy negation view: the kernel reads raw memory and would miss the sign. (The custom ops never see one:
+    # PyTorch's negation fallback resolves it, a copy, first; add_rmsnorm refuses it on that path too.)
+    if x.is_neg() or residual.is_neg() or weight.is_neg():
+        name = "x" if x.is_neg() else "residual" if residual.is_neg() else "weight"
+        raise ValueError(f"{name} is a lazy negation view; pass {name}.resolve_neg()")
+
+
+# Is a tracer on that sees only dispatched ops (a TorchDispatchMode: make_fx, FakeTensorMode; torch.jit.trace)?
+# A direct launch would be missing from its graph (make_fx on real tensors) or fail on tensors without memory.
+# Bound once: the decode path asks on every call.
+_dispatch_modes = torch._C._len_torch_dispatch_stack
+_jit_tracing = torch._C._get_tracing_state
 
 
 def _check_device(x: Tensor) -> None:
@@ -148,11 +162,6 @@ def _no_double_backward(ctx, ddx, ddw):
 _bwd_op.register_autograd(_no_double_backward, setup_context=lambda ctx, inputs, output: None)
 
 
-def _type_name(value: object) -> str:
-    t = type(value)
-    return t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
-
-
 def add_rmsnorm(x: Tensor, residual: Tensor, weight: Tensor, eps: float = 1e-6, *,
                 return_residual: bool = False, inplace_residual: bool = False):
     """Fused residual add + RMSNorm: ``y = rmsnorm(x + residual) * weight``, one Triton kernel.
@@ -166,7 +175,7 @@ def add_rmsnorm(x: Tensor, residual: Tensor, weight: Tensor, eps: float = 1e-6, 
             strided if the last dimension is contiguous.
         residual: x's shape, dtype and layout rules.
         weight: (N,), x's dtype or float32, contiguous.
-        eps: finite, > 0.
+        eps: finite, a normal float32 number (1.18e-38 to 3.4e38).
         return_residual: also return ``x + residual`` (rounded to x's dtype).
         inplace_residual: write ``x + residual`` into ``residual`` and return
             it (inference: refused when a gradient is needed).
@@ -186,9 +195,8 @@ def add_rmsnorm(x: Tensor, residual: Tensor, weight: Tensor, eps: float = 1e-6, 
     """
     eps = check_inputs(x, residual, weight, eps)
     if type(return_residual) is not bool or type(inplace_residual) is not bool:
-        # The qualified name: numpy.bool_ calls itself "bool" too.
         raise TypeError(f"return_residual and inplace_residual must be Python bools, got "
-                        f"{_type_name(return_residual)} and {_type_name(inplace_residual)}")
+                        f"{type_name(return_residual)} and {type_name(inplace_residual)}")
     if return_residual and inplace_residual:
         raise ValueError("return_residual and inplace_residual are exclusive: pick one")
     _check_device(x)
@@ -204,7 +212,7 @@ def add_rmsnorm(x: Tensor, residual: Tensor, weight: Tensor, eps: float = 1e-6, 
         if needs_grad:
             raise ValueError("inplace_residual=True overwrites residual, which the backward needs; "
                              "use return_residual=True when gradients are required")
-        if torch.compiler.is_compiling():
+        if torch.compiler.is_compiling() or _dispatch_modes() or _jit_tracing():
             return torch.ops.fusedkernel.add_rmsnorm_inplace(x, residual, weight, eps), residual
         _check_inference(residual)
         y = _forward(x, residual, weight, eps, "inplace", False)[0]
@@ -212,7 +220,11 @@ def add_rmsnorm(x: Tensor, residual: Tensor, weight: Tensor, eps: float = 1e-6, 
         # before this update now raises instead of using the new values.
         torch.autograd.graph.increment_version(residual)
         return y, residual
-    if needs_grad or torch.compiler.is_compiling():
+    if torch.compiler.is_compiling():
+        y, res, _ = torch.ops.fusedkernel.add_rmsnorm_fwd(x, residual, weight, eps, return_residual)
+        return (y, res) if return_residual else y
+    if needs_grad or _dispatch_modes() or _jit_tracing():
+        _check_not_neg(x, residual, weight)  # as the direct launch does: the same answer on both paths
         y, res, _ = torch.ops.fusedkernel.add_rmsnorm_fwd(x, residual, weight, eps, return_residual)
         return (y, res) if return_residual else y
     y, res, _ = _forward(x, residual, weight, eps, "new" if return_residual else None, False)

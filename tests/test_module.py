@@ -1,5 +1,6 @@
 """FusedAddRMSNorm drops into a decoder layer."""
 
+import numpy as np
 import pytest
 import torch
 
@@ -26,15 +27,23 @@ def test_inplace_residual_and_weight_gradient(device):
     assert norm.weight.grad.shape == (32,) and torch.isfinite(norm.weight.grad).all()
 
 
-@pytest.mark.parametrize("flag", [1, "False"])
-def test_inplace_residual_flag_must_be_a_bool(flag, device):
+@pytest.mark.parametrize("flag, shown", [(1, "int"), ("False", "str"), (np.bool_(False), "numpy.bool")])
+def test_inplace_residual_flag_must_be_a_bool(flag, shown, device):
     # A truthy non-bool would update the residual in place without being asked to.
     norm = FusedAddRMSNorm(8, device=device)
     x, r = rand((2, 8), torch.float32, device), rand((2, 8), torch.float32, device)
     before = r.clone()
-    with torch.no_grad(), pytest.raises(TypeError, match="inplace_residual must be a Python bool, got"):
+    # numpy.bool_ calls itself "bool": "must be a Python bool, got bool" read as a contradiction (a review's find).
+    with torch.no_grad(), pytest.raises(TypeError, match=f"inplace_residual must be a Python bool, got {shown}$"):
         norm(x, r, inplace_residual=flag)
     assert torch.equal(r, before)
+
+
+def test_reset_parameters_after_to_empty_from_meta(device):
+    # The meta-device pattern (to_empty, then reset_parameters), as torch.nn.RMSNorm supports it.
+    norm = FusedAddRMSNorm(16, device="meta").to_empty(device=device)
+    norm.reset_parameters()
+    assert torch.equal(norm.weight, torch.ones(16, device=device)) and isinstance(norm.weight, torch.nn.Parameter)
 
 
 def test_state_dict_and_repr(device):
@@ -54,8 +63,6 @@ def test_bad_hidden_size(hidden, exc, match):
 
 
 def test_numpy_integer_hidden_size_is_accepted():
-    import numpy as np
-
     assert FusedAddRMSNorm(np.int64(16)).weight.shape == (16,)
 
 

@@ -46,6 +46,51 @@ def test_compile_inplace_residual(device):
     torch.testing.assert_close(r, r_eager)
 
 
+
+# A review's find: without a gradient the op launched its kernel directly, past a tracer that sees only dispatched
+# ops: symbolic make_fx, FakeTensorMode and torch.jit.trace failed with internal messages (one blamed weight),
+# and make_fx on real tensors would have recorded the outputs' allocation without the kernel.
+@pytest.mark.parametrize("inplace", [False, True])
+@pytest.mark.parametrize("mode", ["real", "symbolic"])
+def test_make_fx_records_the_op_without_a_gradient(mode, inplace, device):
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def step(x, r, w):
+        return add_rmsnorm(x, r, w, inplace_residual=inplace) if inplace else add_rmsnorm(x, r, w)
+
+    x, r = rand((3, 40), torch.float32, device, seed=1), rand((3, 40), torch.float32, device, seed=2)
+    w = rand((40,), torch.float32, device, seed=3)
+    gm = make_fx(step, tracing_mode=mode)(x, r.clone(), w)
+    op = "add_rmsnorm_inplace" if inplace else "add_rmsnorm_fwd"
+    assert any(op in str(n.target) for n in gm.graph.nodes), gm.graph
+    x2, r2 = rand((3, 40), torch.float32, device, seed=4), rand((3, 40), torch.float32, device, seed=5)
+    r_graph, r_eager = r2.clone(), r2.clone()
+    out = gm(x2, r_graph, w)
+    torch.testing.assert_close(out, step(x2, r_eager, w))  # the graph runs the op on new inputs, not a constant
+    torch.testing.assert_close(r_graph, r_eager)
+
+
+@pytest.mark.parametrize("inplace", [False, True])
+def test_fake_tensor_mode_gives_shapes_without_launching(inplace, device):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        x, r, w = torch.empty(3, 40, device=device), torch.empty(3, 40, device=device), torch.empty(40, device=device)
+        y, r_out = add_rmsnorm(x, r, w, inplace_residual=inplace, return_residual=not inplace)
+    assert y.shape == r_out.shape == (3, 40) and y.dtype == torch.float32
+    assert (r_out is r) == inplace
+
+
+def test_jit_trace_records_the_op(device):
+    norm = FusedAddRMSNorm(40, device=device)
+    x, r = rand((3, 40), torch.float32, device, seed=1), rand((3, 40), torch.float32, device, seed=2)
+    with torch.no_grad():
+        traced = torch.jit.trace(norm, (x, r))
+        x2, r2 = rand((3, 40), torch.float32, device, seed=4), rand((3, 40), torch.float32, device, seed=5)
+        y, r_out = traced(x2, r2)
+    assert_matches_reference(y, x2, r2, norm.weight.detach())
+    torch.testing.assert_close(r_out, x2 + r2)
+
 @pytest.mark.cuda
 # Decode (dweight summed in the backward's launch), a decode row split over
 # programs (fp32 12288: 48 KiB); split rows and prefill rows (the sum launched

@@ -129,11 +129,13 @@ def test_integer_eps_is_accepted_as_float():
     assert check_eps(1) == 1.0 and isinstance(check_eps(1), float)
 
 
+@pytest.mark.parametrize("grad", [False, True])
 @pytest.mark.parametrize("name", ["x", "residual", "weight"])
-def test_lazy_negation_views_are_refused_by_the_fused_op(name, device):
-    # The kernel reads raw memory: a lazily negated tensor would lose its sign.
+def test_lazy_negation_views_are_refused_by_the_fused_op(name, grad, device):
+    # The kernel reads raw memory: a lazily negated tensor would lose its sign. With a gradient the call goes
+    # through the custom op, whose negation fallback copied the view and answered (a review's find): one answer.
     args = dict(zip(("x", "residual", "weight"), good(device)))
-    args[name] = torch._neg_view(args[name])
+    args[name] = torch._neg_view(args[name].requires_grad_(grad))
     with pytest.raises(ValueError, match=f"{name} is a lazy negation view"):
         add_rmsnorm(args["x"], args["residual"], args["weight"])
 
