@@ -46,6 +46,22 @@ def test_reset_parameters_after_to_empty_from_meta(device):
     assert torch.equal(norm.weight, torch.ones(16, device=device)) and isinstance(norm.weight, torch.nn.Parameter)
 
 
+def test_save_load_deepcopy_and_dtype_casts(device, tmp_path):
+    import copy
+
+    norm = FusedAddRMSNorm(16, eps=1e-5, device=device)
+    with torch.no_grad():
+        norm.weight.copy_(rand((16,), torch.float32, device, seed=1))
+    torch.save(norm.state_dict(), tmp_path / "norm.pt")
+    loaded = FusedAddRMSNorm(16, eps=1e-5, device=device, dtype=torch.bfloat16)
+    loaded.load_state_dict(torch.load(tmp_path / "norm.pt"))  # cast to the module's bf16, as nn.Module does
+    assert loaded.weight.dtype == torch.bfloat16 and torch.equal(loaded.weight, norm.weight.bfloat16())
+    twin = copy.deepcopy(norm).to(torch.bfloat16)
+    x, r = rand((3, 16), torch.bfloat16, device, seed=2), rand((3, 16), torch.bfloat16, device, seed=3)
+    torch.testing.assert_close(twin(x, r)[0], loaded(x, r)[0], rtol=0, atol=0)
+    assert norm.weight.dtype == torch.float32 and twin.eps == norm.eps
+
+
 def test_state_dict_and_repr(device):
     norm = FusedAddRMSNorm(16, device=device)
     assert list(norm.state_dict()) == ["weight"] and torch.equal(norm.weight, torch.ones(16, device=device))

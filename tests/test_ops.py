@@ -105,6 +105,19 @@ def test_rows_whose_float32_sum_of_squares_overflows_come_out_as_zeros(device):
     torch.testing.assert_close(y, eager)
 
 
+@pytest.mark.filterwarnings("ignore:overflow encountered in add:RuntimeWarning")  # the interpreter's numpy
+def test_rows_whose_mean_square_plus_eps_overflows_come_out_as_zeros(device):
+    # op.md's second overflow (a review found it untested): sum(t*t) = 1.6e38 and mean(t*t) = 1e37 are finite,
+    # mean + eps = 3.5e38 is not.
+    x = torch.tensor([[10**18.5], [1.0]], device=device).expand(2, 16).contiguous()
+    w = torch.ones(16, device=device)
+    y = add_rmsnorm(x, torch.zeros_like(x), w, eps=3.4e38)
+    eager = torch.nn.functional.rms_norm(x, (16,), eps=3.4e38) * w
+    torch.testing.assert_close(y[0], torch.zeros(16, device=device))
+    assert (y[1] > 0).all()
+    torch.testing.assert_close(y, eager)
+
+
 @pytest.mark.parametrize("n", [100, 20000])
 def test_nan_stays_in_its_row(n, device):
     x, r = rand((6, n), torch.float32, device), rand((6, n), torch.float32, device)
