@@ -166,6 +166,9 @@ class _Site:
 # The navigation bar is on top where it is drawn (not under asv's own fixed navbar).
 BAR_SEEN_JS = """() => { const b = document.getElementById('fk-bar'); const r = b.getBoundingClientRect();
     return b.contains(document.elementFromPoint(r.left + 5, r.top + r.height / 2)); }"""
+# Its links are spaced (they ran together on asv's index, which has none of the site's own style).
+BAR_SPACED_JS = """() => { const a = [...document.querySelectorAll('#fk-bar nav a')].map(e => e.getBoundingClientRect());
+    return a.length > 1 && a.slice(1).every((r, i) => r.left - a[i].right >= 8 || r.top > a[i].top); }"""
 TEXT_JS = "() => document.body && document.body.innerText.length > 50 ? document.body.innerText : null"
 GRAPH_JS = """() => {
     const plot = window.jQuery && jQuery('#main-graph').data('plot');
@@ -216,6 +219,7 @@ def test_published_site(history, tmp_path):
         assert list(graph["machines"]) == [machine], "the interpreter's machine is on the GPU site"
         page, text = site.open("index.html", TEXT_JS, "the index", "site-index.png")
         assert "not the latest run" in text and page.evaluate(BAR_SEEN_JS), "the bar to now.html is hidden"
+        assert page.evaluate(BAR_SPACED_JS), "the bar's links run together"
         page, text = site.open("interpreter/index.html", TEXT_JS, "the interpreter site", "site-interpreter.png")
         assert not site.errors, f"JavaScript errors: {site.errors}"
         assert not site.unserved, f"the site asked for files outside localhost: {site.unserved}"
