@@ -15,8 +15,8 @@ Methods (``METHODS``; the one a case gets follows from its token count):
   flushed before each and the GPU kept ahead of the host (:class:`DeviceClock`);
   median of a few calls.
 * ``interpreter-wall`` (no GPU, ``TRITON_INTERPRET=1``): wall time of calls
-  running in Triton's interpreter on the CPU. Not performance history: it
-  only shows the suite runs.
+  running in Triton's interpreter on the CPU, torch on one thread (:func:`one_thread`).
+  Not performance history: it only shows the suite runs.
 
 Every implementation of a case is measured in rounds, each right after the
 floor (the same-bytes memory-bound reference), the round's first
@@ -30,6 +30,7 @@ module (which asv's forkserver does before forking) never initializes CUDA.
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
 
@@ -44,7 +45,8 @@ METHODS = {
     "cuda-graph": ("CUDA graph of many calls replayed, warm L2, calls rotating over up to 8 input copies "
                    "(triton.testing.do_bench_cudagraph, median)"),
     "l2-flushed": "single calls, CUDA events, L2 flushed before each, GPU kept ahead of the host (median)",
-    "interpreter-wall": "wall time of calls in Triton's interpreter on the CPU (median; not performance history)",
+    "interpreter-wall": ("wall time of calls in Triton's interpreter on the CPU, torch on one thread (median; not "
+                         "performance history)"),
 }
 # Rounds of (floor, op) per implementation: the samples of each result. At least 7: with n samples a
 # side, asv's Mann-Whitney test (p < 0.002) needs n >= 7 to call even two fully separated sets different
@@ -133,13 +135,27 @@ def graph_time(fn) -> float:
     return triton.testing.do_bench_cudagraph(fn, rep=GRAPH_REP_MS, return_mode="median") / 1e3
 
 
+@contextlib.contextmanager
+def one_thread():
+    """torch on one CPU thread inside (the interpreter's timing). The op's interpreted Python runs on one; a
+    floor above ATen's grain (32768 elements: fp32 2x20000) ran as a 2-thread parallel region that waited, in
+    4 ms scheduler ticks, for a second core other jobs held: 16 ms floors beside 0.014 ms ones, 1000x swings."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
 def wall_time(fn, calls: int = WALL_CALLS) -> float:
-    """Median wall time (s) of ``calls`` calls of ``fn`` (the interpreter's method)."""
+    """Median wall time (s) of ``calls`` calls of ``fn`` (the interpreter's method; torch on one thread)."""
     out = []
-    for _ in range(calls):
-        start = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - start)
+    with one_thread():
+        for _ in range(calls):
+            start = time.perf_counter()
+            fn()
+            out.append(time.perf_counter() - start)
     return statistics.median(out)
 
 
@@ -198,12 +214,13 @@ def interleaved_wall_medians(op, floor, rounds: int = 9, calls: int = 50) -> tup
     if INTERPRET:
         rounds, calls = 1, 5
     op_t, floor_t = [], []
-    for _ in range(rounds):
-        for fn, out in ((floor, floor_t), (op, op_t)):
-            for _ in range(calls):
-                synchronize()
-                t0 = time.perf_counter()
-                fn()
-                synchronize()
-                out.append(time.perf_counter() - t0)
+    with one_thread() if INTERPRET else contextlib.nullcontext():
+        for _ in range(rounds):
+            for fn, out in ((floor, floor_t), (op, op_t)):
+                for _ in range(calls):
+                    synchronize()
+                    t0 = time.perf_counter()
+                    fn()
+                    synchronize()
+                    out.append(time.perf_counter() - t0)
     return statistics.median(op_t), statistics.median(floor_t)
