@@ -67,17 +67,24 @@ def _liger(n: int):
         raise NotImplementedError(f"Liger supports hidden size <= {LIGER_MAX_N}")
     try:
         from liger_kernel.ops.fused_add_rms_norm import LigerFusedAddRMSNormFunction
-    except ImportError:
-        raise NotImplementedError("liger-kernel is not installed (pip install liger-kernel==0.8.5)") from None
+    except ImportError as e:
+        _not_installed(e, "liger_kernel", "liger-kernel is not installed (pip install liger-kernel==0.8.5)")
     return LigerFusedAddRMSNormFunction.apply
+
+
+def _not_installed(e: ImportError, package: str, skip: str):
+    """Skip (NotImplementedError) where ``package`` is absent; a broken or other-version install is the peer's
+    failure (RuntimeError, shown as such), not a skip that reads "not installed"."""
+    if isinstance(e, ModuleNotFoundError) and e.name == package:
+        raise NotImplementedError(skip) from None
+    raise RuntimeError(f"{package} is installed but does not import: {type(e).__name__}: {e}") from e
 
 
 def _quack():
     try:
         from quack.rmsnorm import rmsnorm, rmsnorm_fwd
-    except ImportError:
-        raise NotImplementedError("quack-kernels is not installed (pip install quack-kernels==0.6.5; "
-                                  "docs/runner.md)") from None
+    except ImportError as e:
+        _not_installed(e, "quack", "quack-kernels is not installed (pip install quack-kernels==0.6.5; docs/runner.md)")
     return rmsnorm, rmsnorm_fwd
 
 
@@ -86,8 +93,8 @@ def implementation(impl: str, op: str, n: int, eps: float, interpret: bool):
 
     ``n``: the hidden size. NotImplementedError (asv: skipped) where ``impl``
     does not run the case (Liger: wider than 65536, not installed, or in
-    Triton's interpreter; quack: not installed or no GPU); ValueError for an
-    unknown ``impl`` or ``op``.
+    Triton's interpreter; quack: not installed or no GPU); RuntimeError for
+    an install that does not import; ValueError for an unknown ``impl`` or ``op``.
     """
     if op not in CHAINS:
         raise ValueError(f"op must be one of {list(CHAINS)}, got {op!r}")

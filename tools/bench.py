@@ -235,7 +235,7 @@ def cmd_run(a) -> int:
     if not a.quiet:
         import report
 
-        print(report.run_summary(asvrun.results_dir(mode), machine, commits[-1]) + "\n")
+        print(report.run_summary(asvrun.results_dir(mode), machine, commits[-1], mode == "interpreter") + "\n")
     # The last line: what a log's tail (CI) shows.
     n = sum(map(len, failed.values()))
     where = "; ".join(f"{c[:10]}: {len(v)}" for c, v in failed.items())

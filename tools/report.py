@@ -38,7 +38,8 @@ class Row:
 
 
 def _num(v) -> float | None:
-    return v if isinstance(v, (int, float)) and not math.isnan(v) else None
+    """A finite number, or None (asv's NaN of a failure; a corrupt file's inf, bool or text)."""
+    return v if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
 
 
 def values(results) -> dict[tuple[str, str], dict]:
@@ -53,6 +54,13 @@ def values(results) -> dict[tuple[str, str], dict]:
         params = results.get_result_params(name)
         combos = list(itertools.product(*params)) if params else [()]
         vals = results.get_result_value(name, params)
+        stored = results._results.get(name)  # asv 0.6.6's values as stored, before it aligns them to the params
+        if (isinstance(stored, list) and len(stored) != len(combos)) or len(vals) != len(combos) \
+                or not all(isinstance(p, str) for c in combos for p in c):
+            # Zipped as they are, values would pair with other cases (a corrupt or hand-edited file).
+            print(f"warning: skipping {name} of {results.commit_hash[:10]}: {len(vals)} values for {len(combos)} "
+                  "parameter combinations, or parameters that are not text", file=sys.stderr)
+            continue
         out[parts[1], parts[2]] = {tuple(p.strip("'") for p in c): v for c, v in zip(combos, vals)
                                    if _num(v) is not None}
     return out
@@ -121,13 +129,16 @@ def commit_order(hashes: set[str], dates: dict[str, int] | None = None) -> list[
           f"clone? git fetch --unshallow; results of another branch?), e.g. {unknown[0][:10]}: ordered by "
           + ("commit date" if dates else "hash, before the others"), file=sys.stderr)
     if dates:
-        return sorted(hashes, key=lambda c: (dates.get(c, 0), pos.get(c, -1), c))
+        return sorted(hashes, key=lambda c: (_num(dates.get(c)) or 0, pos.get(c, -1), c))
     return unknown + sorted((c for c in hashes if c in pos), key=pos.__getitem__)
 
 
 def machine_results(results_dir: pathlib.Path, machine: str) -> dict[str, object]:
-    """{commit hash: asv Results} of ``machine``, unreadable files skipped (asv warns of them)."""
-    out = {}
+    """{commit hash: asv Results} of ``machine``, unreadable files skipped (asv warns of them).
+
+    A commit with files of two environments (another Python, say) takes the one run last, with a warning.
+    """
+    out, paths = {}, {}
     for path in sorted((results_dir / machine).glob("*.json")):
         if path.name == "machine.json":
             continue
@@ -136,8 +147,17 @@ def machine_results(results_dir: pathlib.Path, machine: str) -> dict[str, object
         except Exception as e:  # noqa: BLE001 - a corrupt file must not hide the others
             print(f"warning: skipping {path}: {type(e).__name__}: {e}", file=sys.stderr)
             continue
-        out[res.commit_hash] = res
+        old = out.get(res.commit_hash)
+        if old is not None:
+            res = max(old, res, key=_last_run)
+            print(f"warning: two results files for {res.commit_hash[:10]} ({paths[old.commit_hash].name}, "
+                  f"{path.name}): the one run last is shown, {res.env_name}", file=sys.stderr)
+        out[res.commit_hash], paths[res.commit_hash] = res, path
     return out
+
+
+def _last_run(res) -> float:
+    return max((v for v in res.started_at.values() if _num(v) is not None), default=0)
 
 
 def current_benchmarks(results_dir: pathlib.Path) -> dict | None:
@@ -167,14 +187,15 @@ def fmt(v, digits=3) -> str:
     return f"{v:.3g}" if abs(v) < 0.1 else f"{v:.{digits}f}"
 
 
-def run_summary(results_dir: pathlib.Path, machine: str, commit: str) -> str:
-    """A short table of ``commit``'s fused op per op: cases, fraction of the floor (worst, median, best)."""
+def run_summary(results_dir: pathlib.Path, machine: str, commit: str, interpreter: bool = False) -> str:
+    """A short table of ``commit``'s fused op per op: cases, fraction of the floor (worst, median, best);
+    ``interpreter``: the results are the interpreter's (said so)."""
     import statistics
 
     res = machine_results(results_dir, machine).get(commit)
     found = rows(res, current_benchmarks(results_dir)) if res else []
     note = (" -- Triton's interpreter on the CPU: these show the suite ran, not performance"
-            if "interpreter" in str(results_dir) else "")
+            if interpreter else "")
     lines = [f"summary of {commit[:10]} on {machine} (fraction of the floor: 1.0 = as fast as the same-bytes "
              f"floor; every value: python tools/table.py, or the site){note}", "",
              "| op | cases | fused µs (median case) | fraction of floor: worst / median / best | worst case |",

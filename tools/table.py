@@ -3,9 +3,9 @@
     python tools/table.py [COMMIT ...] [--machine nvidia-h200] [--results results]
 
 COMMIT: a hash (7 or more hex digits) or any git revision (default: the
-newest commit with results for the machine). With several, a later commit's
-values replace an earlier one's (e.g. a whole-suite run, then a rerun of one
-family). One table per op, one line per case: the fused op's device time
+newest commit with results for the machine). With several, the values of a
+commit named later on the command line replace an earlier one's (e.g. a
+whole-suite run, then a rerun of one family). One table per op, one line per case: the fused op's device time
 (µs, median of its rounds), GB/s, fraction of the floor, and × each peer
 (peer time / fused time, measured beside the same floor; > 1: fused is
 faster). Results of another version of a benchmark than the suite's current
@@ -38,7 +38,7 @@ def markdown(rows: list[report.Row], host: dict | None = None) -> str:
                   + " | ".join(f"× {p}" for p in report.PEERS) + " |", "|---|---|---|---|" + "---|" * len(report.PEERS)]
         for r in mine:
             us = "–" if r.us is None else f"{r.us:.2f}" if r.us < 100 else f"{r.us:.1f}"
-            gbps = "–" if r.gbps is None else f"{r.gbps:.0f}"
+            gbps = report.fmt(r.gbps, 0)  # 3 significant digits below 0.1: the interpreter's
             lines.append(f"| {r.case} | {us} | {gbps} | {report.fmt(r.fraction)} | "
                          + " | ".join(report.fmt(r.peers.get(p), 2) for p in report.PEERS) + " |")
         lines.append("")
@@ -56,9 +56,12 @@ def resolve(name: str, stored: dict) -> str:
     commit = (rev or name).lower()
     if not re.fullmatch(r"[0-9a-f]{7,40}", commit):
         raise SystemExit(f"{name!r} is neither a git revision here nor a commit hash of 7 or more hex digits")
-    found = [c for c in stored if c.startswith(commit)]
+    found = sorted(c for c in stored if c.startswith(commit))
     if not found:
         raise SystemExit(f"no results for {name}")
+    if len(found) > 1:
+        raise SystemExit(f"{name} names {len(found)} commits with results ({', '.join(c[:12] for c in found)}): "
+                         "give more digits")
     return found[0]
 
 

@@ -1,6 +1,7 @@
 """The suite's peers (eager chain, its torch.compile, Liger) compute the same function as the fused op."""
 
 import importlib.util
+import sys
 
 import pytest
 import torch
@@ -81,6 +82,26 @@ def test_optional_peer_missing_is_a_skip_naming_the_package(name):
     if importlib.util.find_spec(module) is not None:
         pytest.skip(f"{module} is installed")
     with pytest.raises(NotImplementedError, match=hint):
+        _peers.implementation(name, "forward", 64, 1e-6, False)
+
+
+# The module each optional peer imports its kernels from.
+KERNEL_MODULES = {"liger": "liger_kernel/ops/fused_add_rms_norm.py", "quack": "quack/rmsnorm.py"}
+
+
+@pytest.mark.parametrize("name", OPTIONAL)
+def test_optional_peer_installed_but_broken_is_a_failure_not_a_skip(name, tmp_path, monkeypatch):
+    # A review's find: any ImportError read "not installed" (a skip), a broken install or another version too.
+    module = OPTIONAL[name][0]
+    path = tmp_path / KERNEL_MODULES[name]
+    path.parent.mkdir(parents=True)
+    for folder in {path.parent, tmp_path / module}:
+        (folder / "__init__.py").write_text("")
+    path.write_text("from triton.language import no_such_name\n")  # an API that moved
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for mod in [m for m in sys.modules if m == module or m.startswith(module + ".")]:
+        monkeypatch.delitem(sys.modules, mod)
+    with pytest.raises(RuntimeError, match=f"{module} is installed but does not import: ImportError"):
         _peers.implementation(name, "forward", 64, 1e-6, False)
 
 

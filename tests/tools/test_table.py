@@ -4,6 +4,8 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
 import report  # noqa: E402
@@ -121,3 +123,83 @@ def test_an_unreadable_benchmarks_json_gives_the_table_with_a_warning(tmp_path):
         assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
         assert "benchmarks.json is unreadable" in out.stderr
         assert "### inference\n" in out.stdout and "### host time per synchronized decode call" in out.stdout
+
+
+def _results_with(tmp_path, edits: dict) -> pathlib.Path:
+    """A results folder holding d388f72's results file once per ``edits`` entry: {file name: fn(data) -> data}."""
+    import json
+    import shutil
+
+    results = tmp_path / "results"
+    (results / "nvidia-h200").mkdir(parents=True)
+    shutil.copy(ROOT / "results" / "benchmarks.json", results)
+    shutil.copy(ROOT / "results" / "nvidia-h200" / "machine.json", results / "nvidia-h200")
+    (source,) = (ROOT / "results" / "nvidia-h200").glob("d388f72e-*.json")
+    for name, edit in edits.items():
+        (results / "nvidia-h200" / name).write_text(json.dumps(edit(json.loads(source.read_text()))))
+    return results
+
+
+def _inference_row(stdout: str, case: str) -> list[str]:
+    line = next(line for line in stdout.split("### inference")[1].splitlines() if line.startswith(f"| {case} "))
+    return [c.strip() for c in line.strip("|").split("|")]
+
+
+def _scaled(data: dict, commit: str, factor: float) -> dict:
+    """``data`` of another commit, the fused op's inference ratios times ``factor``."""
+    data["commit_hash"] = commit
+    ratio = data["results"]["add_rmsnorm.Inference.track_ratio"]
+    impls, cases = ratio[1]  # values: impls x cases, flattened
+    fused = impls.index("'fused'")
+    ratio[0] = [v * factor if k // len(cases) == fused and v is not None else v for k, v in enumerate(ratio[0])]
+    return data
+
+
+def test_an_ambiguous_commit_prefix_is_refused(tmp_path):
+    # A review's find: two commits with results under one prefix, the first found was shown without a word.
+    results = _results_with(tmp_path, {"aaaaaaa1-env.json": lambda d: _scaled(d, "aaaaaaa1" + "0" * 32, 1.0),
+                                       "aaaaaaa2-env.json": lambda d: _scaled(d, "aaaaaaa2" + "0" * 32, 2.0)})
+    out = table("aaaaaaa", "--results", str(results))
+    assert out.returncode != 0 and "aaaaaaa names 2 commits with results (aaaaaaa10000, aaaaaaa20000)" in out.stderr
+    out = table("aaaaaaa2", "--results", str(results))
+    assert out.returncode == 0, out.stderr
+
+
+def test_two_files_of_one_commit_show_the_one_run_last_with_a_warning(tmp_path):
+    # A review's find: the file whose name sorted last won, silently (another Python's environment, say).
+    def later(data, shift):
+        data["env_name"] = f"virtualenv-py3.1{shift}"
+        data["results"] = {k: v[:3] + [v[3] + shift * 1000] + v[4:] if isinstance(v, list) and len(v) > 3 else v
+                           for k, v in data["results"].items()}
+        return data
+
+    first = table("d388f72")
+    results = _results_with(tmp_path, {"d388f72e-b.json": lambda d: later(d, 2),
+                                       "d388f72e-a.json": lambda d: later(_scaled(d, d["commit_hash"], 2.0), 3)})
+    out = table("d388f72", "--results", str(results))
+    assert out.returncode == 0 and "two results files for d388f72e" in out.stderr, out.stderr
+    assert "the one run last is shown, virtualenv-py3.13" in out.stderr
+    before, after = _inference_row(first.stdout, "bf16 8192x5120"), _inference_row(out.stdout, "bf16 8192x5120")
+    assert float(after[3]) == pytest.approx(float(before[3]) / 2, abs=2e-3)
+
+
+def test_values_that_do_not_match_their_parameters_are_skipped_with_a_warning(tmp_path):
+    # A review's find: an extra case in the parameters paired every value with the wrong case, silently.
+    def extra_case(data):
+        data["results"]["add_rmsnorm.Inference.track_ratio"][1][1].append("'bf16 9x9'")
+        return data
+
+    results = _results_with(tmp_path, {"d388f72e-x.json": extra_case})
+    out = table("d388f72", "--results", str(results))
+    assert out.returncode == 0 and "skipping add_rmsnorm.Inference.track_ratio of d388f72e" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("value", [float("inf"), True, "1.2"])
+def test_a_value_that_is_no_finite_number_is_dropped(value):
+    assert report._num(value) is None and report._num(1.5) == 1.5 and report._num(2) == 2
+
+
+def test_a_null_commit_date_orders_without_a_crash():
+    # A review's find: date null in a results file of a commit git does not know raised a TypeError.
+    assert report.commit_order({"f" * 40, "e" * 40}, {"f" * 40: None, "e" * 40: 5}) == ["f" * 40, "e" * 40]
