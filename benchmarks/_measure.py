@@ -137,9 +137,8 @@ def graph_time(fn) -> float:
 
 @contextlib.contextmanager
 def one_thread():
-    """torch on one CPU thread inside (the interpreter's timing). The op's interpreted Python runs on one; a
-    floor above ATen's grain (32768 elements: fp32 2x20000) ran as a 2-thread parallel region that waited, in
-    4 ms scheduler ticks, for a second core other jobs held: 16 ms floors beside 0.014 ms ones, 1000x swings."""
+    """torch on one CPU thread inside (the interpreter's timing): a floor above ATen's parallel grain otherwise
+    waits for a core other jobs hold, where the interpreted op runs on one (docs/suite.md)."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:

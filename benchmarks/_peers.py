@@ -28,6 +28,7 @@ before the norm and the norm before the weight multiply; Liger
 from __future__ import annotations
 
 import functools
+from typing import NoReturn
 
 import torch
 import torch.nn.functional as F
@@ -72,7 +73,7 @@ def _liger(n: int):
     return LigerFusedAddRMSNormFunction.apply
 
 
-def _not_installed(e: ImportError, package: str, skip: str):
+def _not_installed(e: ImportError, package: str, skip: str) -> NoReturn:
     """Skip (NotImplementedError) where ``package`` is absent; a broken or other-version install is the peer's
     failure (RuntimeError, shown as such), not a skip that reads "not installed"."""
     if isinstance(e, ModuleNotFoundError) and e.name == package:

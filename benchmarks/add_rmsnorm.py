@@ -30,6 +30,7 @@ import json
 import os
 import re
 import statistics
+import sys
 
 import torch
 
@@ -79,8 +80,9 @@ def measure_plan(op: str, plan: dict, rounds: int = ROUNDS) -> dict:
     if compiled and workers >= 2:
         try:
             prewarm(compiled, workers)
-        except Exception:  # noqa: BLE001 - only a cache warm-up: each case compiles below, a failure costs its peer
-            pass
+        except Exception as e:  # noqa: BLE001 - only a cache warm-up: each case compiles below, a failure costs its peer
+            print(f"warning: torch.compile's pre-compile failed ({type(e).__name__}: {e}); each case compiles "
+                  "its own", file=sys.stderr)
     out, first = {}, True
     for case, impls in plan.items():
         try:
@@ -106,12 +108,13 @@ def measure_plan(op: str, plan: dict, rounds: int = ROUNDS) -> dict:
             floor = cases.floor(op, case)
             warm_up(floor, 0.02)
             timer = TIMERS[method(cases.parse(case)[1])]
-            while True:
+            timed = {}
+            while fns:
                 try:
                     timed = interleaved_rounds(fns, floor, timer, rounds)
                     break
                 except Exception:  # noqa: BLE001 - a peer that fails only when timed (CUDA-graph capture) costs itself
-                    impl, error = _failing_peer(fns, timer)
+                    impl, error = _failing_peer(fns, floor, timer)
                     if impl is None:
                         raise
                     out["failed", impl, case] = f"{type(error).__name__}: {error} (when timed)"
@@ -124,8 +127,15 @@ def measure_plan(op: str, plan: dict, rounds: int = ROUNDS) -> dict:
     return out
 
 
-def _failing_peer(fns: dict, timer) -> tuple:
-    """(impl, its error) of the first peer in ``fns`` whose one timed call raises; (None, None) if none does."""
+def _failing_peer(fns: dict, floor, timer) -> tuple:
+    """(impl, its error) of the first peer in ``fns`` whose one timed call raises; (None, None) if none does,
+    or if the floor or the fused op fails too (a broken device fails every call: no peer is to blame)."""
+    try:
+        timer(floor)
+        if "fused" in fns:
+            timer(fns["fused"])
+    except Exception:  # noqa: BLE001 - the case fails, as it would have
+        return None, None
     for impl, fn in fns.items():
         if impl != "fused":
             try:

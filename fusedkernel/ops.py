@@ -45,16 +45,16 @@ def _forward(x: Tensor, residual: Tensor, weight: Tensor, eps: float, res_mode: 
 
 
 def _check_not_neg(x: Tensor, residual: Tensor, weight: Tensor) -> None:
-    # A lazy negation view: the kernel reads raw memory and would miss the sign. (The custom ops never see one:
-    # PyTorch's negation fallback resolves it, a copy, first; add_rmsnorm refuses it on that path too.)
+    # A lazy negation view: the kernel reads raw memory and would miss the sign. add_rmsnorm refuses one before
+    # the custom ops too, whose negation fallback would copy it (and fails on the mutated residual).
     if x.is_neg() or residual.is_neg() or weight.is_neg():
         name = "x" if x.is_neg() else "residual" if residual.is_neg() else "weight"
         raise ValueError(f"{name} is a lazy negation view; pass {name}.resolve_neg()")
 
 
-# Is a tracer on that sees only dispatched ops (a TorchDispatchMode: make_fx, FakeTensorMode; torch.jit.trace)?
-# A direct launch would be missing from its graph (make_fx on real tensors) or fail on tensors without memory.
-# Bound once: the decode path asks on every call.
+# Is a tracer on that sees only dispatched ops (a TorchDispatchMode: make_fx, FakeTensorMode, also FlopCounterMode
+# or DebugMode; torch.jit.trace)? A direct launch would be missing from its graph (make_fx on real tensors) or fail
+# on tensors without memory. Bound once: the decode path asks on every call.
 _dispatch_modes = torch._C._len_torch_dispatch_stack
 _jit_tracing = torch._C._get_tracing_state
 
@@ -212,7 +212,10 @@ def add_rmsnorm(x: Tensor, residual: Tensor, weight: Tensor, eps: float = 1e-6, 
         if needs_grad:
             raise ValueError("inplace_residual=True overwrites residual, which the backward needs; "
                              "use return_residual=True when gradients are required")
-        if torch.compiler.is_compiling() or _dispatch_modes() or _jit_tracing():
+        if torch.compiler.is_compiling():
+            return torch.ops.fusedkernel.add_rmsnorm_inplace(x, residual, weight, eps), residual
+        if _dispatch_modes() or _jit_tracing():
+            _check_not_neg(x, residual, weight)  # as the direct launch does: the same answer on both paths
             return torch.ops.fusedkernel.add_rmsnorm_inplace(x, residual, weight, eps), residual
         _check_inference(residual)
         y = _forward(x, residual, weight, eps, "inplace", False)[0]

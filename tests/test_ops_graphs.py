@@ -46,7 +46,6 @@ def test_compile_inplace_residual(device):
     torch.testing.assert_close(r, r_eager)
 
 
-
 # A review's find: without a gradient the op launched its kernel directly, past a tracer that sees only dispatched
 # ops: symbolic make_fx, FakeTensorMode and torch.jit.trace failed with internal messages (one blamed weight),
 # and make_fx on real tensors would have recorded the outputs' allocation without the kernel.
@@ -90,6 +89,7 @@ def test_jit_trace_records_the_op(device):
         y, r_out = traced(x2, r2)
     assert_matches_reference(y, x2, r2, norm.weight.detach())
     torch.testing.assert_close(r_out, x2 + r2)
+
 
 @pytest.mark.cuda
 # Decode (dweight summed in the backward's launch), a decode row split over

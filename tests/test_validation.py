@@ -1,5 +1,6 @@
 """Every bad input raises a TypeError / ValueError that names the argument."""
 
+import contextlib
 import fractions
 import math
 
@@ -129,15 +130,23 @@ def test_integer_eps_is_accepted_as_float():
     assert check_eps(1) == 1.0 and isinstance(check_eps(1), float)
 
 
-@pytest.mark.parametrize("grad", [False, True])
+@pytest.mark.parametrize("path", ["direct", "gradient", "dispatch mode", "dispatch mode, in place"])
 @pytest.mark.parametrize("name", ["x", "residual", "weight"])
-def test_lazy_negation_views_are_refused_by_the_fused_op(name, grad, device):
-    # The kernel reads raw memory: a lazily negated tensor would lose its sign. With a gradient the call goes
-    # through the custom op, whose negation fallback copied the view and answered (a review's find): one answer.
+def test_lazy_negation_views_are_refused_by_the_fused_op(name, path, device):
+    # The kernel reads raw memory: a lazily negated tensor would lose its sign. With a gradient, or under a
+    # dispatch mode, the call goes through the custom ops, whose negation fallback copied the view and answered
+    # (a review's find), or failed an internal assert on the mutated residual (a later one's): one answer.
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class PassThrough(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
     args = dict(zip(("x", "residual", "weight"), good(device)))
-    args[name] = torch._neg_view(args[name].requires_grad_(grad))
-    with pytest.raises(ValueError, match=f"{name} is a lazy negation view"):
-        add_rmsnorm(args["x"], args["residual"], args["weight"])
+    args[name] = torch._neg_view(args[name].requires_grad_(path == "gradient"))
+    mode = PassThrough() if path.startswith("dispatch") else contextlib.nullcontext()
+    with mode, pytest.raises(ValueError, match=f"{name} is a lazy negation view"):
+        add_rmsnorm(args["x"], args["residual"], args["weight"], inplace_residual=path.endswith("in place"))
 
 
 

@@ -407,7 +407,15 @@ def cmd_analyze(a) -> None:
             of = f"the curve of {made}, unnarrowed, at {TRIALS} trials" if made else "no curve this analysis can read"
             fail(f"{curve} is {of}: this analysis would replace it; pass --out FILE")
     for path in paths:
-        raw = pooled(load_raw(path), a.pool)
+        measured = load_raw(path)
+        raw = pooled(measured, a.pool)
+        for what, levels in (("at levels this analysis does not know", {p["level"] for p in measured["processes"]}
+                              - {0.0, *LEVELS}),
+                             (f"left out by --pool {a.pool} (fewer processes than that)",
+                              {p["level"] for p in measured["processes"]} - {p["level"] for p in raw["processes"]})):
+            if levels:
+                print(f"warning: {path.name}: processes {what}: {', '.join(map(str, sorted(levels)))}",
+                      file=sys.stderr)
         if sum(p["level"] == 0.0 for p in raw["processes"]) < 2:  # one commit: no A/A comparison, no false flag
             fail(f"{path}: fewer than 2 unchanged (A/A) commits" + (f" of {a.pool} processes" if a.pool > 1 else ""))
         regimes = a.regimes.split(",") if a.regimes else list(raw["cases"])

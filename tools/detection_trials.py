@@ -56,7 +56,7 @@ def trials(raw: dict, conf: dict, family: str, cls: str, case: str, level: float
     slow = [p for p in raw["processes"] if p["level"] == level]
     realized = (statistics.median(statistics.median(p["ratios"][cls][case]) for p in slow)
                 / statistics.median(statistics.median(p["ratios"][cls][case]) for p in aa) - 1)
-    rows = []
+    rows, pairs = [], every_pair(aa, slow, entry, cls, case, gate_thr)
     for placement, culprit in (("middle", 4), ("first", 1)):
         flagged = failed = named = 0
         for t in range(n):
@@ -84,8 +84,19 @@ def trials(raw: dict, conf: dict, family: str, cls: str, case: str, level: float
             named += out.named == names[culprit]
         rows.append({"family": family, "case": case, "slowdown": round(realized, 4), "target": level,
                      "placement": placement, "trials": n, "flagged_by_publish": flagged, "failed_gate": failed,
-                     "bisect_named": named, "threshold": thr, "gate_threshold": gate_thr})
+                     "bisect_named": named, "threshold": thr, "gate_threshold": gate_thr,
+                     "processes": [len(aa), len(slow)], "gate_every_pair": pairs})
     return rows
+
+
+def every_pair(base: list, head: list, entry: str, cls: str, case: str, gate_thr: float) -> list[int]:
+    """[failed, pairs]: the gate over every pair of a ``base`` and another ``head`` process. The trials draw
+    their commits from these few processes: this count is the evidence they resample, without the draws."""
+    stats = {id(p): stats_of(p["ratios"][cls][case]) for p in base + head}
+    pairs = [(a, b) for a in base for b in head if a is not b]
+    failed = sum(verdict.compare(entry, stats[id(a)][0], stats[id(b)][0], stats[id(a)][1], stats[id(b)][1],
+                                 1 + gate_thr).regressed for a, b in pairs)
+    return [failed, len(pairs)]
 
 
 def pooled(raw: dict, k: int) -> dict:
@@ -120,23 +131,26 @@ def aa_row(raw: dict, conf: dict, family: str, cls: str, case: str) -> dict:
         by_gpu.setdefault(p.get("gpu_uuid") or "unrecorded", []).append(m)
     return {"family": family, "case": case, "aa_commits": len(history),
             "false_flags_publish": len(publish_flags(history, thr)), "false_fails_gate": fails,
+            "gate_every_pair": every_pair(aa, aa, entry, cls, case, gate_thr),
             "spread": round(max(meds) / min(meds) - 1, 4), "threshold": thr, "gate_threshold": gate_thr,
             "aa_median_by_gpu": {g: [len(v), round(statistics.median(v), 4)] for g, v in by_gpu.items()}}
 
 
 def markdown(rows: list[dict]) -> str:
-    out = ["| family | case | slowdown (measured) | placement | trials | publish | gate | bisect | thresholds "
-           "(publish / gate, bisect) |", "|---|---|---|---|---|---|---|---|---|"]
+    out = ["| family | case | slowdown (measured) | placement | trials | publish | gate | bisect | gate, every pair "
+           "| thresholds (publish / gate, bisect) |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         thr = f"{r['threshold']:.3g} / {r.get('gate_threshold', r['threshold']):.3g}"
+        failed, pairs = r["gate_every_pair"]
         if "aa_commits" in r:
             out.append(f"| {r['family']} | {r['case']} | A/A ({r['aa_commits']} commits, spread {r['spread']:.2%}) | "
                        f"– | – | {r['false_flags_publish']} false flags | {r['false_fails_gate']} false fails | – | "
-                       f"{thr} |")
+                       f"{failed} of {pairs} | {thr} |")
         else:
+            aa, slow = r["processes"]
             out.append(f"| {r['family']} | {r['case']} | {r['slowdown']:+.2%} (target {r['target']:.0%}) | "
                        f"{r['placement']} | {r['trials']} | {r['flagged_by_publish']} | {r['failed_gate']} | "
-                       f"{r['bisect_named']} | {thr} |")
+                       f"{r['bisect_named']} | {failed} of {pairs} ({slow} slow × {aa} A/A) | {thr} |")
     return "\n".join(out)
 
 

@@ -54,16 +54,25 @@ def values(results) -> dict[tuple[str, str], dict]:
         params = results.get_result_params(name)
         combos = list(itertools.product(*params)) if params else [()]
         vals = results.get_result_value(name, params)
-        stored = results._results.get(name)  # asv 0.6.6's values as stored, before it aligns them to the params
-        if (isinstance(stored, list) and len(stored) != len(combos)) or len(vals) != len(combos) \
-                or not all(isinstance(p, str) for c in combos for p in c):
+        stored = results._results.get(name)  # asv 0.6.6's values as stored: it pads or cuts them to the params
+        count = len(stored) if isinstance(stored, list) else len(vals)
+        if count != len(combos) or not all(isinstance(p, str) for c in combos for p in c):
             # Zipped as they are, values would pair with other cases (a corrupt or hand-edited file).
-            print(f"warning: skipping {name} of {results.commit_hash[:10]}: {len(vals)} values for {len(combos)} "
-                  "parameter combinations, or parameters that are not text", file=sys.stderr)
+            _warn_once(f"warning: skipping {name} of {results.commit_hash[:10]}: {count} values stored for "
+                       f"{len(combos)} parameter combinations, or parameters that are not text")
             continue
         out[parts[1], parts[2]] = {tuple(p.strip("'") for p in c): v for c, v in zip(combos, vals)
                                    if _num(v) is not None}
     return out
+
+
+_warned: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    if message not in _warned:
+        _warned.add(message)
+        print(message, file=sys.stderr)
 
 
 def rows(results, current: dict | None = None) -> list[Row]:
@@ -149,9 +158,9 @@ def machine_results(results_dir: pathlib.Path, machine: str) -> dict[str, object
             continue
         old = out.get(res.commit_hash)
         if old is not None:
-            res = max(old, res, key=_last_run)
+            res = old if _last_run(old) > _last_run(res) else res  # a tie (no start times): the later file name
             print(f"warning: two results files for {res.commit_hash[:10]} ({paths[old.commit_hash].name}, "
-                  f"{path.name}): the one run last is shown, {res.env_name}", file=sys.stderr)
+                  f"{path.name}): the one asv started last is shown, {res.env_name}", file=sys.stderr)
         out[res.commit_hash], paths[res.commit_hash] = res, path
     return out
 

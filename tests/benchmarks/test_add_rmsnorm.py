@@ -122,6 +122,30 @@ def test_a_failing_peer_costs_itself_not_the_fused_value(monkeypatch, where):
         bench.setup(data, "eager", "bf16 1x64")
 
 
+@pytest.mark.parametrize("selected", [["fused", "eager", "compiled"], ["eager"]])
+def test_a_failure_every_call_shares_blames_no_peer(monkeypatch, selected):
+    # A review's find: after the fused op broke the device (every later call failing), each peer's probe failed
+    # and took the blame; with the peer alone selected, its removal left nothing to time (ZeroDivisionError).
+    state = {"broken": False, "calls": 0}
+
+    def call():
+        state["calls"] += 1
+        if state["calls"] > 12:
+            state["broken"] = True
+        if state["broken"]:
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    monkeypatch.setattr(cases, "runner", lambda op, impl, case: call)
+    monkeypatch.setattr(cases, "floor", lambda op, case: lambda: None if "fused" not in selected else call())
+    monkeypatch.setattr(suite, "warm_up", lambda fn, seconds: None)
+    data = suite.measure_plan("forward", {"bf16 1x64": selected}, rounds=8)
+    if "fused" in selected:
+        assert data == {("failed", "bf16 1x64"): "RuntimeError: CUDA error: an illegal memory access was encountered"}
+    else:
+        assert data == {("failed", "eager", "bf16 1x64"):
+                        "RuntimeError: CUDA error: an illegal memory access was encountered (when timed)"}
+
+
 def test_a_failing_pre_compile_costs_nothing_but_its_peer(monkeypatch):
     # A review's find: with 3+ cores (every GPU host) torch.compile's graphs are compiled first in workers,
     # outside the per-case guard: a compile error there failed every case of the class, fused values included.

@@ -65,17 +65,21 @@ def test_interleaved_wall_medians_alternate_and_time_each_call():
 def test_interpreter_timing_runs_torch_on_one_thread(monkeypatch):
     # A review's find: fp32 2x20000's floor (above ATen's grain) ran on 2 threads and waited for a second core
     # other jobs held, 16 ms against 0.014 ms: the interpreter's ratios swung 1000x between runs.
+    threads = torch.get_num_threads()
     torch.set_num_threads(2)
-    seen = []
-    fn = lambda: seen.append(torch.get_num_threads())  # noqa: E731
-    measure.wall_time(fn, calls=2)
-    assert seen == [1, 1] and torch.get_num_threads() == 2
-    monkeypatch.setattr(measure, "INTERPRET", True)
-    measure.interleaved_wall_medians(fn, fn)
-    assert set(seen) == {1} and torch.get_num_threads() == 2
-    with pytest.raises(ZeroDivisionError), measure.one_thread():
-        1 / 0
-    assert torch.get_num_threads() == 2  # restored on an error too
+    try:
+        seen = []
+        fn = lambda: seen.append(torch.get_num_threads())  # noqa: E731
+        measure.wall_time(fn, calls=2)
+        assert seen == [1, 1] and torch.get_num_threads() == 2
+        monkeypatch.setattr(measure, "INTERPRET", True)
+        measure.interleaved_wall_medians(fn, fn)
+        assert set(seen) == {1} and torch.get_num_threads() == 2
+        with pytest.raises(ZeroDivisionError), measure.one_thread():
+            1 / 0
+        assert torch.get_num_threads() == 2  # restored on an error too
+    finally:
+        torch.set_num_threads(threads)
 
 
 def test_wall_time_is_the_median_call():

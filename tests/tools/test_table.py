@@ -178,7 +178,7 @@ def test_two_files_of_one_commit_show_the_one_run_last_with_a_warning(tmp_path):
                                        "d388f72e-a.json": lambda d: later(_scaled(d, d["commit_hash"], 2.0), 3)})
     out = table("d388f72", "--results", str(results))
     assert out.returncode == 0 and "two results files for d388f72e" in out.stderr, out.stderr
-    assert "the one run last is shown, virtualenv-py3.13" in out.stderr
+    assert "the one asv started last is shown, virtualenv-py3.13" in out.stderr
     before, after = _inference_row(first.stdout, "bf16 8192x5120"), _inference_row(out.stdout, "bf16 8192x5120")
     assert float(after[3]) == pytest.approx(float(before[3]) / 2, abs=2e-3)
 
@@ -203,3 +203,13 @@ def test_a_value_that_is_no_finite_number_is_dropped(value):
 def test_a_null_commit_date_orders_without_a_crash():
     # A review's find: date null in a results file of a commit git does not know raised a TypeError.
     assert report.commit_order({"f" * 40, "e" * 40}, {"f" * 40: None, "e" * 40: 5}) == ["f" * 40, "e" * 40]
+
+
+def test_the_run_summary_notes_the_interpreter_by_its_mode_not_its_path(tmp_path):
+    # A review's find: a GPU results folder whose path held "interpreter" got the interpreter's note.
+    results = _results_with(tmp_path / "interpreter-review", {"d388f72e-x.json": lambda d: d})
+    commit = next(iter(report.machine_results(results, "nvidia-h200")))
+    note = "Triton's interpreter on the CPU"
+    assert note not in report.run_summary(results, "nvidia-h200", commit)
+    assert note in report.run_summary(results, "nvidia-h200", commit, interpreter=True)
+    assert "| inference | 48 |" in report.run_summary(results, "nvidia-h200", commit)
