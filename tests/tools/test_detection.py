@@ -127,6 +127,19 @@ def test_the_analysis_catches_a_clear_step_and_flags_nothing_unchanged():
         assert r["trials"] == 10 and abs(r["slowdown"] - 0.10) < 0.01
         assert r["failed_gate"] == r["bisect_named"] == 10
     assert rows[0]["flagged_by_publish"] == 10
+    # The evidence the trials resample: 20 A/A and 8 slow processes, the gate over every pair of them.
+    assert rows[0]["processes"] == [20, 8] and rows[0]["gate_every_pair"] == [160, 160]
+    assert aa["gate_every_pair"] == [0, 380]  # every ordered pair of two A/A processes
+
+
+def test_the_gate_over_every_pair_counts_what_a_lone_slow_process_gives():
+    # A review's find: 40 trials of 40 rested on a few slow processes; one caught process in 7 gave "2 of 40".
+    raw, conf = synthetic(per_level=2), asvrun.load_conf()
+    slow = [p for p in raw["processes"] if p["level"] == 0.10]
+    slow[1]["ratios"]["Inference"]["bf16 8192x8192"] = list(raw["processes"][0]["ratios"]["Inference"]["bf16 8192x8192"])
+    (row, _) = analysis.trials(raw, conf, "f", "Inference", "bf16 8192x8192", 0.10, 4)
+    assert row["processes"] == [20, 2] and row["gate_every_pair"] == [20, 40]
+    assert "20 of 40 (2 slow × 20 A/A)" in analysis.markdown([row])
 
 
 def test_the_aa_row_gives_each_gpu_its_median():
@@ -321,6 +334,23 @@ def test_the_analysis_of_pooled_commits_is_tagged_and_needs_enough_processes(tmp
     assert {r["pooled_processes"] for r in rows} == {2} and rows[0]["aa_commits"] == 3
     out = run("--pool", "7", "--out", str(tmp_path / "pooled7.json"))
     assert out.returncode == 2 and "fewer than 2 unchanged (A/A) commits of 7 processes" in out.stderr
+    # A review's find: levels with fewer processes than --pool were left out without a word.
+    raw.write_text(json.dumps(synthetic(n_aa=10, per_level=4)))
+    out = run("--pool", "5", "--out", str(tmp_path / "pooled5.json"))
+    assert out.returncode == 0 and "processes left out by --pool 5 (fewer processes than that): 0.02, 0.03, " \
+        "0.05, 0.1" in out.stderr, out.stderr
+
+
+def test_processes_at_a_level_the_analysis_does_not_know_are_named(tmp_path):
+    # A review's find: they were ignored without a word.
+    data = synthetic(n_aa=4, per_level=2)
+    data["processes"][-1]["level"] = 0.04
+    raw = tmp_path / "raw.json"
+    raw.write_text(json.dumps(data))
+    out = subprocess.run([sys.executable, str(ROOT / "tools" / "detection_experiment.py"), "analyze", "--raw", str(raw),
+                          "--regimes", "prefill", "--trials", "2", "--out", str(tmp_path / "c.json")],
+                         capture_output=True, text=True)
+    assert out.returncode == 0 and "raw.json: processes at levels this analysis does not know: 0.04" in out.stderr
 
 
 def test_analyze_replaces_the_curve_only_with_an_analysis_of_all_its_raw_files(tmp_path):
