@@ -65,6 +65,16 @@ def _check_device(x: Tensor) -> None:
                          "(CPU tensors run only under TRITON_INTERPRET=1)")
 
 
+def _on_meta(x: Tensor) -> bool:
+    """Is x a meta tensor (shapes only: the custom ops' fake implementations answer)? Else as _check_device."""
+    if x.is_cuda:  # the common case first: one check on the decode path
+        return False
+    if x.is_meta:
+        return True
+    _check_device(x)
+    return False
+
+
 # The custom ops check their arguments again: torch.ops.fusedkernel.* can be called without add_rmsnorm, and
 # the kernel would read past a short weight. The eager decode path (add_rmsnorm's own) checks once.
 @torch.library.custom_op("fusedkernel::add_rmsnorm_fwd", mutates_args=())
@@ -171,8 +181,9 @@ def add_rmsnorm(x: Tensor, residual: Tensor, weight: Tensor, eps: float = 1e-6, 
     rounded once to x's dtype (HF Llama rounds before the weight multiply).
 
     Args:
-        x: (..., N) CUDA tensor, float32, float16 or bfloat16; rows may be
-            strided if the last dimension is contiguous.
+        x: (..., N) CUDA tensor (meta: outputs of shape only), float32,
+            float16 or bfloat16; rows may be strided if the last dimension
+            is contiguous.
         residual: x's shape, dtype and layout rules.
         weight: (N,), x's dtype or float32, contiguous.
         eps: finite, a normal float32 number (1.18e-38 to 3.4e38).
@@ -199,7 +210,7 @@ def add_rmsnorm(x: Tensor, residual: Tensor, weight: Tensor, eps: float = 1e-6, 
                         f"{type_name(return_residual)} and {type_name(inplace_residual)}")
     if return_residual and inplace_residual:
         raise ValueError("return_residual and inplace_residual are exclusive: pick one")
-    _check_device(x)
+    meta = _on_meta(x)
     # A forward-AD dual tensor looks like a plain one to the kernel: its
     # tangent would be dropped without a word (the level is -1 outside
     # forward_ad.dual_level(), so calls outside it check one int).
@@ -214,7 +225,7 @@ def add_rmsnorm(x: Tensor, residual: Tensor, weight: Tensor, eps: float = 1e-6, 
                              "use return_residual=True when gradients are required")
         if torch.compiler.is_compiling():
             return torch.ops.fusedkernel.add_rmsnorm_inplace(x, residual, weight, eps), residual
-        if _dispatch_modes() or _jit_tracing():
+        if meta or _dispatch_modes() or _jit_tracing():
             _check_not_neg(x, residual, weight)  # as the direct launch does: the same answer on both paths
             return torch.ops.fusedkernel.add_rmsnorm_inplace(x, residual, weight, eps), residual
         _check_inference(residual)
@@ -226,7 +237,7 @@ def add_rmsnorm(x: Tensor, residual: Tensor, weight: Tensor, eps: float = 1e-6, 
     if torch.compiler.is_compiling():
         y, res, _ = torch.ops.fusedkernel.add_rmsnorm_fwd(x, residual, weight, eps, return_residual)
         return (y, res) if return_residual else y
-    if needs_grad or _dispatch_modes() or _jit_tracing():
+    if needs_grad or meta or _dispatch_modes() or _jit_tracing():
         _check_not_neg(x, residual, weight)  # as the direct launch does: the same answer on both paths
         y, res, _ = torch.ops.fusedkernel.add_rmsnorm_fwd(x, residual, weight, eps, return_residual)
         return (y, res) if return_residual else y
