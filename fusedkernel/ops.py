@@ -57,6 +57,7 @@ def _check_not_neg(x: Tensor, residual: Tensor, weight: Tensor) -> None:
 # on tensors without memory. Bound once: the decode path asks on every call.
 _dispatch_modes = torch._C._len_torch_dispatch_stack
 _jit_tracing = torch._C._get_tracing_state
+_functorch_active = torch._C._are_functorch_transforms_active
 
 
 def _check_device(x: Tensor) -> None:
@@ -198,7 +199,7 @@ def add_rmsnorm(x: Tensor, residual: Tensor, weight: Tensor, eps: float = 1e-6, 
         TypeError: a non-tensor, an unsupported dtype or dtype mix, non-bool flags.
         ValueError: shapes, devices, layouts, eps, both residual outputs, or an
             in-place update that cannot be done safely (the message says which).
-        NotImplementedError: forward-mode AD.
+        NotImplementedError: forward-mode AD, torch.func transforms.
 
     Autograd, torch.compile (a custom op) and CUDA-graph capture work. Edge
     cases (overflow, lazy negation views, in-place aliasing, zero rows,
@@ -217,13 +218,18 @@ def add_rmsnorm(x: Tensor, residual: Tensor, weight: Tensor, eps: float = 1e-6, 
     if _fwad._current_level >= 0 and any(_fwad.unpack_dual(t).tangent is not None for t in (x, residual, weight)):
         raise NotImplementedError("add_rmsnorm has no forward-mode AD (forward_ad dual tensors, torch.func.jvp); "
                                   "use reverse mode (backward / autograd.grad)")
+    compiling = torch.compiler.is_compiling()
+    # Under vmap, grad or functionalize the kernel would get wrapper tensors: PyTorch's internal errors, or none.
+    if not compiling and _functorch_active():
+        raise NotImplementedError("add_rmsnorm does not support torch.func transforms (vmap, grad, jacrev, "
+                                  "functionalize); call it outside them (autograd: backward / autograd.grad)")
     needs_grad = torch.is_grad_enabled() and (x.requires_grad or residual.requires_grad
                                               or weight.requires_grad)
     if inplace_residual:
         if needs_grad:
             raise ValueError("inplace_residual=True overwrites residual, which the backward needs; "
                              "use return_residual=True when gradients are required")
-        if torch.compiler.is_compiling():
+        if compiling:
             return torch.ops.fusedkernel.add_rmsnorm_inplace(x, residual, weight, eps), residual
         if meta or _dispatch_modes() or _jit_tracing():
             _check_not_neg(x, residual, weight)  # as the direct launch does: the same answer on both paths
@@ -234,7 +240,7 @@ def add_rmsnorm(x: Tensor, residual: Tensor, weight: Tensor, eps: float = 1e-6, 
         # before this update now raises instead of using the new values.
         torch.autograd.graph.increment_version(residual)
         return y, residual
-    if torch.compiler.is_compiling():
+    if compiling:
         y, res, _ = torch.ops.fusedkernel.add_rmsnorm_fwd(x, residual, weight, eps, return_residual)
         return (y, res) if return_residual else y
     if needs_grad or meta or _dispatch_modes() or _jit_tracing():
