@@ -221,7 +221,7 @@ def add_rmsnorm(x: Tensor, residual: Tensor, weight: Tensor, eps: float = 1e-6, 
     compiling = torch.compiler.is_compiling()
     # Under vmap, grad or functionalize the kernel would get wrapper tensors: PyTorch's internal errors, or none.
     if not compiling and _functorch_active():
-        raise NotImplementedError("add_rmsnorm does not support torch.func transforms (vmap, grad, jacrev, "
+        raise NotImplementedError("add_rmsnorm does not support torch.func transforms (vmap, grad, jvp, jacrev, "
                                   "functionalize); call it outside them (autograd: backward / autograd.grad)")
     needs_grad = torch.is_grad_enabled() and (x.requires_grad or residual.requires_grad
                                               or weight.requires_grad)
