@@ -83,7 +83,7 @@ def check_inputs(x: object, residual: object, weight: object, eps: object) -> fl
                 and shape and shape[-1] and weight.shape == shape[-1:]
                 and (weight.stride(0) == 1 or shape[-1] == 1)
                 and residual.get_device() == index and weight.get_device() == index
-                and (index >= 0 or x.device == residual.device == weight.device)):
+                and (index is not None and index >= 0 or x.device == residual.device == weight.device)):
             return check_eps(eps)
     return _check_one_by_one(x, residual, weight, eps)
 
@@ -218,6 +218,18 @@ def _rows_overlap(a: tuple[int, int, int, int], b: tuple[int, int, int, int]) ->
     return lo <= hi
 
 
+def check_distinct_rows(residual: torch.Tensor) -> int:
+    """Refuse a residual whose rows share memory (an expanded view), which an in-place update cannot write;
+    return its row stride. Reads strides only (fake and meta tensors too). Raises ValueError, as rows_view."""
+    n = residual.shape[-1]
+    sr = row_stride(residual, "residual")
+    if residual.numel() // n > 1 and sr < n:
+        raise ValueError(f"residual has rows that share memory (row stride {sr} < hidden size {n}, "
+                         "e.g. an expanded view); the in-place update needs one element per "
+                         "location: pass residual.clone()")
+    return sr
+
+
 def check_inplace(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor) -> None:
     """Refuse an in-place residual update whose result would depend on the order of reads and writes.
 
@@ -237,11 +249,7 @@ def check_inplace(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor)
     rows = residual.numel() // n
     if rows == 0:
         return
-    sr = row_stride(residual, "residual")
-    if rows > 1 and sr < n:
-        raise ValueError(f"residual has rows that share memory (row stride {sr} < hidden size {n}, "
-                         "e.g. an expanded view); the in-place update needs one element per "
-                         "location: pass residual.clone()")
+    sr = check_distinct_rows(residual)
     sx = row_stride(x, "x")
     r = (residual.data_ptr(), rows, sr * residual.element_size(), n * residual.element_size())
     for name, t, rows_t, st in (("x", x, rows, sx), ("weight", weight, 1, n)):

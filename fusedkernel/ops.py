@@ -14,7 +14,8 @@ import torch
 import torch.autograd.forward_ad as _fwad
 from torch import Tensor
 
-from ._validation import check_backward, check_inplace, check_inputs, rows_view, type_name
+from ._validation import (check_backward, check_distinct_rows, check_inplace, check_inputs, row_stride, rows_view,
+                          type_name)
 from .kernels.launch import INTERPRET, backward_rows, forward_rows
 
 
@@ -89,9 +90,21 @@ def _fwd_op(x: Tensor, residual: Tensor, weight: Tensor, eps: float,
 
 # The fake implementations check too (the backward's as well): a meta tensor in any argument sends a
 # direct call here, whose outputs on x's device would be uninitialized memory.
+def _check_layouts(x: Tensor, residual: Tensor, inplace: bool) -> None:
+    """The real implementation's checks that read no memory, for fake and meta calls: a dry run refuses what the
+    real call would (an overlap of memory aside: that needs addresses)."""
+    row_stride(x, "x")
+    if inplace:
+        check_distinct_rows(residual)
+        _check_inference(residual)
+    else:
+        row_stride(residual, "residual")
+
+
 @_fwd_op.register_fake
 def _(x, residual, weight, eps, return_residual):
     check_inputs(x, residual, weight, eps)
+    _check_layouts(x, residual, False)
     rows = x.numel() // x.shape[-1]
     return (torch.empty(x.shape, dtype=x.dtype, device=x.device),
             torch.empty(x.shape, dtype=x.dtype, device=x.device) if return_residual else x.new_empty(0),
@@ -109,6 +122,7 @@ def _fwd_inplace_op(x: Tensor, residual: Tensor, weight: Tensor, eps: float) -> 
 @_fwd_inplace_op.register_fake
 def _(x, residual, weight, eps):
     check_inputs(x, residual, weight, eps)
+    _check_layouts(x, residual, True)
     return torch.empty(x.shape, dtype=x.dtype, device=x.device)
 
 

@@ -132,6 +132,38 @@ def test_meta_tensors_give_meta_outputs(flag, grad):
         add_rmsnorm(x, r, torch.randn(8, device="meta"), 0.0)
 
 
+@pytest.mark.parametrize("case, match", [
+    ("transposed", "x must have a contiguous last dimension"),
+    ("uncollapsible", "x's leading dimensions must collapse"),
+    ("expanded residual", "residual has rows that share memory"),
+    ("inference residual", "residual is an inference tensor")])
+def test_a_meta_dry_run_refuses_what_the_real_call_would(case, match):
+    # A review's find: meta (and fake) calls checked only shapes, dtypes and eps; a dry run said "fine" to
+    # layouts the real call refuses. (Overlaps of memory need addresses: those only the real call sees.)
+    m = lambda *s: torch.empty(*s, device="meta")  # noqa: E731
+    x, r, inplace = m(2, 8), m(2, 8), case.endswith("residual")
+    if case == "transposed":
+        x = m(8, 2).t()
+    elif case == "uncollapsible":
+        x = m(3, 2, 8).transpose(0, 1)
+    elif case == "expanded residual":
+        r = m(1, 8).expand(2, 8)
+    else:
+        with torch.inference_mode():
+            r = m(2, 8)
+    with pytest.raises(ValueError, match=match):
+        add_rmsnorm(x, r if case != "uncollapsible" else m(2, 3, 8), m(8), inplace_residual=inplace)
+
+
+def test_meta_tensors_under_torch_compile():
+    # A review's find: dynamo reads a meta tensor's get_device() as None, which the input check compared with 0.
+    m = lambda *s: torch.empty(*s, device="meta")  # noqa: E731
+    torch._dynamo.reset()
+    y, r = torch.compile(lambda a, b, w: add_rmsnorm(a, b, w, return_residual=True), fullgraph=True,
+                         backend="eager")(m(2, 8), m(2, 8), m(8))
+    assert y.is_meta and r.is_meta and y.shape == r.shape == (2, 8)
+
+
 def test_integer_eps_is_accepted_as_float():
     assert check_eps(1) == 1.0 and isinstance(check_eps(1), float)
 
