@@ -93,7 +93,7 @@ def main():
             x, r = torch.randn(rows, n, device="cuda", dtype=dt), torch.randn(rows, n, device="cuda", dtype=dt)
             w = torch.randn(n, device="cuda", dtype=dt)
             y = torch.empty_like(x)
-            eager, compiled = (implementation(i, False, n, 1e-6, False) for i in ("eager", "compiled"))
+            eager, compiled = (implementation(i, "forward", n, 1e-6, False) for i in ("eager", "compiled"))
             impls = {"torch.add": lambda: torch.add(x, r, out=y),
                      "fused": lambda: fusedkernel.add_rmsnorm(x, r, w),
                      "eager": lambda: eager(x, r, w),
