@@ -31,8 +31,8 @@ def test_the_real_model_grid_run_gives_every_op_table():
 
 
 def test_performance_md_shows_the_latest_whole_suite_run_as_generated():
-    # d388f72: the whole suite in one lease, quack installed.
-    out = table("d388f72")
+    # 94e2de6: the whole suite in one lease, quack installed.
+    out = table("94e2de6")
     assert out.returncode == 0, out.stderr
     for op in ("forward", "forward+residual", "inference", "forward+backward"):
         assert f"### {op}\n" in out.stdout
