@@ -36,11 +36,11 @@ def test_publish_runs_where_only_asv_is_installed():
     h200 = now.split('id="nvidia-h200"')[1].split("<h2")[0]
     tables = {t.split("</h3>")[0]: t for t in h200.split("<h3>")[1:]}
     assert set(tables) == {"forward", "forward+residual", "inference", "forward+backward"}
-    # d388f72: the latest whole-suite run, every case.
+    # 94e2de6: the latest whole-suite run, every case.
     for op in ("inference", "forward", "forward+residual"):
-        assert "<td>bf16 8192x5120</td><td>d388f72e6f</td>" in tables[op]
-    assert "<td>bf16 1024x65536</td><td>d388f72e6f</td>" in tables["forward+backward"]
-    # Prefill cases whose kernel did not change from 2573e966 to ee282836 drifted up to +2.05% over
+        assert "<td>bf16 8192x5120</td><td>94e2de65c8</td>" in tables[op]
+    assert "<td>bf16 1024x65536</td><td>94e2de65c8</td>" in tables["forward+backward"]
+    # Prefill cases whose kernel did not change from 2573e966 to ee282836 drifted up to +2.07% over
     # four H200 leases; at 1.5% asv publish flagged all five (docs/performance.md, "Detection").
     flagged = publish.flags(ROOT / ".asv" / "html")
     for case in ("Inference.track_ratio('fused', 'bf16 8192x2048')",
