@@ -88,8 +88,6 @@ def _fwd_op(x: Tensor, residual: Tensor, weight: Tensor, eps: float,
     return y, (res if return_residual else x.new_empty(0)), rstd
 
 
-# The fake implementations check too (the backward's as well): a meta tensor in any argument sends a
-# direct call here, whose outputs on x's device would be uninitialized memory.
 def _check_layouts(x: Tensor, residual: Tensor, inplace: bool) -> None:
     """The real implementation's checks that read no memory, for fake and meta calls: a dry run refuses what the
     real call would (an overlap of memory aside: that needs addresses)."""
@@ -101,6 +99,8 @@ def _check_layouts(x: Tensor, residual: Tensor, inplace: bool) -> None:
         row_stride(residual, "residual")
 
 
+# The fake implementations check too (the backward's as well): a meta tensor in any argument sends a
+# direct call here, whose outputs on x's device would be uninitialized memory.
 @_fwd_op.register_fake
 def _(x, residual, weight, eps, return_residual):
     check_inputs(x, residual, weight, eps)
@@ -239,14 +239,15 @@ def add_rmsnorm(x: Tensor, residual: Tensor, weight: Tensor, eps: float = 1e-6, 
                                   "functionalize); call it outside them (autograd: backward / autograd.grad)")
     needs_grad = torch.is_grad_enabled() and (x.requires_grad or residual.requires_grad
                                               or weight.requires_grad)
+    if inplace_residual and needs_grad:
+        raise ValueError("inplace_residual=True overwrites residual, which the backward needs; "
+                         "use return_residual=True when gradients are required")
+    # Through the custom ops: torch.compile, meta tensors, a tracer (short-circuit: dynamo sees `compiling` alone).
+    via_op = compiling or meta or _dispatch_modes() or _jit_tracing()
+    if (via_op or needs_grad) and not compiling:
+        _check_not_neg(x, residual, weight)  # as the direct launch does: the same answer on both paths
     if inplace_residual:
-        if needs_grad:
-            raise ValueError("inplace_residual=True overwrites residual, which the backward needs; "
-                             "use return_residual=True when gradients are required")
-        if compiling:
-            return torch.ops.fusedkernel.add_rmsnorm_inplace(x, residual, weight, eps), residual
-        if meta or _dispatch_modes() or _jit_tracing():
-            _check_not_neg(x, residual, weight)  # as the direct launch does: the same answer on both paths
+        if via_op:
             return torch.ops.fusedkernel.add_rmsnorm_inplace(x, residual, weight, eps), residual
         _check_inference(residual)
         y = _forward(x, residual, weight, eps, "inplace", False)[0]
@@ -254,11 +255,7 @@ def add_rmsnorm(x: Tensor, residual: Tensor, weight: Tensor, eps: float = 1e-6, 
         # before this update now raises instead of using the new values.
         torch.autograd.graph.increment_version(residual)
         return y, residual
-    if compiling:
-        y, res, _ = torch.ops.fusedkernel.add_rmsnorm_fwd(x, residual, weight, eps, return_residual)
-        return (y, res) if return_residual else y
-    if needs_grad or meta or _dispatch_modes() or _jit_tracing():
-        _check_not_neg(x, residual, weight)  # as the direct launch does: the same answer on both paths
+    if via_op or needs_grad:
         y, res, _ = torch.ops.fusedkernel.add_rmsnorm_fwd(x, residual, weight, eps, return_residual)
         return (y, res) if return_residual else y
     y, res, _ = _forward(x, residual, weight, eps, "new" if return_residual else None, False)

@@ -409,10 +409,10 @@ def cmd_analyze(a) -> None:
     for path in paths:
         measured = load_raw(path)
         raw = pooled(measured, a.pool)
-        for what, levels in (("at levels this analysis does not know", {p["level"] for p in measured["processes"]}
-                              - {0.0, *LEVELS}),
+        levels_measured = {p["level"] for p in measured["processes"]}
+        for what, levels in (("at levels this analysis does not know", levels_measured - {0.0, *LEVELS}),
                              (f"left out by --pool {a.pool} (fewer processes than that)",
-                              {p["level"] for p in measured["processes"]} - {p["level"] for p in raw["processes"]})):
+                              levels_measured - {p["level"] for p in raw["processes"]})):
             if levels:
                 print(f"warning: {path.name}: processes {what}: {', '.join(map(str, sorted(levels)))}",
                       file=sys.stderr)

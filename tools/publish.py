@@ -214,7 +214,8 @@ def _flag_rows(entry: str, where: dict, jumps: list, to_hash: dict) -> list[str]
 
 BAR = ('<div style="position:fixed;bottom:0;left:0;right:0;z-index:10000;background:#f5f5f5;'
        'border-top:1px solid #ccc;padding:4px 1em;font-family:sans-serif;font-size:13px">'
-       '<style>#fk-bar nav a{{margin-right:1em}}</style>{nav} <span style="color:#555">{note}The benchmark list shows each graph\'s latest level (asv\'s step fit), '
+       '<style>#fk-bar nav a{{margin-right:1em}}</style>'
+       '{nav} <span style="color:#555">{note}The benchmark list shows each graph\'s latest level (asv\'s step fit), '
        'not the latest run: now.html has the latest run\'s values.</span></div>')
 INTERPRETER_NOTE = ("<b>Interpreter runs on a CPU: not performance history.</b> ")
 
