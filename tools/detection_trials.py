@@ -12,9 +12,15 @@ import zlib
 
 import bisection
 import verdict
-from asv import _stats
+from asv import _stats, util
 from asv.step_detect import detect_regressions, detect_steps
 from asv_runner.statistics import compute_stats
+
+
+def stored(stats: dict | None) -> dict | None:
+    """asv's statistics of a result as its results file holds them: ``Results.save`` rounds them to 5 significant
+    digits (``asv.util.truncate_float_list``); the result's value is kept whole."""
+    return None if stats is None else {k: util.truncate_float_list(v) for k, v in stats.items()}
 
 
 def stats_of(samples: list[float]):
@@ -24,9 +30,12 @@ def stats_of(samples: list[float]):
 
 
 def publish_flags(history: list, threshold: float) -> list[int]:
-    """Indexes of the commits asv publish flags in a history of (value, (stats, samples)), oldest first."""
+    """Indexes of the commits asv publish flags in a history of (value, (stats, samples)), oldest first.
+
+    As asv publish reads them from the results files: the value at full precision, the statistics that weigh it
+    (ci_99) to 5 significant digits (``Results.save``). Near a tie of weights the stored ones move a level."""
     y = [v for v, _ in history]
-    w = [_stats.get_weight(ss[0]) for _, ss in history]
+    w = [_stats.get_weight(stored(ss[0])) for _, ss in history]
     steps = detect_steps(y, w)
     _, _, jumps = detect_regressions(steps, threshold)
     # asv's jumps: (revision before, revision after, ...); here revisions are list indexes.

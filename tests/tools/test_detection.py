@@ -19,6 +19,7 @@ import asvrun  # noqa: E402
 import detection_experiment as d  # noqa: E402
 import detection_inject as inject  # noqa: E402
 import detection_trials as analysis  # noqa: E402
+import verdict  # noqa: E402
 
 FORWARD = (ROOT / "fusedkernel" / "kernels" / "forward.py").read_text()
 
@@ -156,6 +157,79 @@ def test_publish_flags_name_the_slow_commit():
     hist += [analysis.stats_of([1.2 + 0.001 * (i % 3) for i in range(12)]) for _ in range(3)]
     assert analysis.publish_flags(hist, 0.015) == [10]
     assert analysis.publish_flags(hist[:10], 0.015) == []
+
+
+def rounds(value: float, lo: float, hi: float) -> list[float]:
+    """12 rounds whose asv statistics are ``value`` (the middle pair's mean) and ci_99 = (lo, hi) (the 2nd smallest
+    and 2nd largest of 12)."""
+    return [lo, lo] + [value] * 8 + [hi, hi]
+
+
+def asv_publish_flags(tmp_path, cases: dict[str, list[list[float]]]) -> tuple[list[str], dict[str, list[str]]]:
+    """Real ``asv publish`` of one Inference history per case (each commit's rounds), its results written as the
+    recorded history's (``detection_history.write_results``), under asv.conf.json's thresholds and first commits:
+    the commits, and {entry: the commits asv's regressions.json names (a jump's "after")}."""
+    import detection_history
+    import publish
+
+    n = len(next(iter(cases.values())))
+    repo = tmp_path / "repo"
+    detection_history.git("init", "-q", "-b", "main", str(repo), cwd=tmp_path)
+    commits = []
+    for i in range(n):
+        date = f"@{1_700_000_000 + 60 * i} +0000"
+        env = {**os.environ, **detection_history.IDENTITY, "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date}
+        detection_history.git("commit", "-q", "--allow-empty", "--no-verify", "-m", f"c{i}", cwd=repo, env=env)
+        commits.append(detection_history.git("rev-parse", "HEAD", cwd=repo).stdout.strip())
+    # Each commit its own "level", whose one process gives its rounds.
+    raw = {"machine": "nvidia-h200", "classes": ["Inference"], "processes": [
+        {"level": float(i), "ratios": {"Inference": {case: h[i] for case, h in cases.items()}}} for i in range(n)]}
+    detection_history.write_results(raw, commits, [float(i) for i in range(n)], tmp_path / "results",
+                                    json.loads((ROOT / "results" / "benchmarks.json").read_text()),
+                                    json.loads((ROOT / "results" / "nvidia-h200" / "machine.json").read_text()))
+    html = tmp_path / "html"
+    conf = tmp_path / "asv.conf.json"
+    conf.write_text(json.dumps({**asvrun.load_conf(), "repo": str(repo), "results_dir": str(tmp_path / "results"),
+                                "html_dir": str(html), "env_dir": str(tmp_path / "env")}))
+    log = tmp_path / "publish.log"
+    assert asvrun.asv(["publish", "--config", str(conf)], dict(os.environ), log, echo=lambda _: None) == 0, \
+        log.read_text()[-3000:]
+    to_hash = json.loads((html / "index.json").read_text())["revision_to_hash"]
+    return commits, {entry: [to_hash[str(after)] for _, jumps in graphs for _, after, *_ in jumps]
+                     for entry, graphs in publish.flags(html).items()}
+
+
+def test_publish_flags_names_what_asv_publish_flags_near_the_threshold(tmp_path, monkeypatch):
+    # The curves' publish column is publish_flags; the site's flags are asv publish's, which reads the results
+    # files. 9 commits at 1.0, then 4 with the step. Prefill flags at 2.5%, decode at 6% (asv.conf.json).
+    base = [rounds(v, v - 0.002, v + 0.002) for v in (0.999, 1.0, 1.001) * 3]
+
+    def step(v, s=0.0005):
+        return base + [rounds(x, x - 0.002, x + 0.002) for x in (v, v - s, v, v + s)]
+
+    # A segment's level is a weighted median (weights 2 / ci_99 width), and asv saves ci_99 to 5 significant
+    # digits: in a segment of 4 alternating a and b, a's interval 2e-7 narrower than b's (5e-5 of its weight)
+    # makes a the level; stored, the weights tie and the level is the mean of a and b.
+    def tie(a, b, d=1e-7):
+        return base + [rounds(a, a - 0.002 + d, a + 0.002 - d), rounds(b, b - 0.002, b + 0.002)] * 2
+
+    cases = {"bf16 8192x2048": step(1.02525), "bf16 8192x4096": step(1.02475),  # 1.01 and 0.99 x 2.5%
+             "bf16 1x4096": step(1.0606), "bf16 8x4096": step(1.0594),  # 1.01 and 0.99 x 6%
+             "bf16 8192x8192": tie(1.0245, 1.0265),  # +2.45% full precision, +2.55% stored
+             "bf16 8192x16384": tie(1.0255, 1.0235)}  # +2.55% full precision, +2.45% stored
+    commits, flagged = asv_publish_flags(tmp_path, cases)
+    conf = asvrun.load_conf()
+    for case, rs in cases.items():
+        entry = f"add_rmsnorm.Inference.track_ratio('fused', '{case}')"
+        simulated = [commits[i] for i in analysis.publish_flags([analysis.stats_of(r) for r in rs],
+                                                                verdict.threshold(conf, entry))]
+        assert simulated == flagged.get(entry, []), (case, simulated, flagged.get(entry))
+    assert {e.split("'")[3] for e in flagged} == {"bf16 8192x2048", "bf16 1x4096", "bf16 8192x8192"}
+    assert all(f == [commits[9]] for f in flagged.values())
+    # The ties are borderline: weighed at full precision, each gives the other answer.
+    monkeypatch.setattr(analysis, "stored", lambda stats: stats)
+    assert analysis.publish_flags([analysis.stats_of(r) for r in cases["bf16 8192x8192"]], 0.025) == []
+    assert analysis.publish_flags([analysis.stats_of(r) for r in cases["bf16 8192x16384"]], 0.025) == [9]
 
 
 @pytest.mark.parametrize("args, message", [
