@@ -34,7 +34,7 @@ default ``docs/detection/<machine>/raw.json``):
 
 ``analyze`` turns the processes into histories and asks the tracker's own
 decision code about them: asv's step detection and ``detect_regressions`` as
-``asv publish`` runs them (weights from each result's 99% interval), the
+``asv publish`` runs them (weights from each result's 99% interval as stored), the
 gate's ``verdict.compare`` (asv's Mann-Whitney test and the factor), and
 ``bisection.bisect``, each at the threshold ``asv.conf.json`` gives the
 family. A trial's commits are drawn from the measured processes of their
