@@ -2,6 +2,7 @@
 // threads held k an SM by shared memory, each spinning 40 us after recording its SM and start time.
 //     nvcc -O2 -arch=sm_90 tools/kernel/block_placement.cu -o /tmp/bp && /tmp/bp 256 && /tmp/bp 512
 #include <cstdio>
+#include <cstdlib>
 #include <vector>
 #include <map>
 #include <algorithm>
@@ -15,13 +16,17 @@ __global__ void spin(int* sm, unsigned long long* t0, unsigned long long ns) {
 int main(int argc, char** argv) {
   int threads = argc > 1 ? atoi(argv[1]) : 256;
   int nsm; cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, 0);
-  cudaFuncSetAttribute(spin, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024);
+  int sm_smem, block_smem, reserved;  // the SM's shared memory, a block's most, the driver's share per block
+  cudaDeviceGetAttribute(&sm_smem, cudaDevAttrMaxSharedMemoryPerMultiprocessor, 0);
+  cudaDeviceGetAttribute(&block_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0);
+  cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, 0);
+  cudaFuncSetAttribute(spin, cudaFuncAttributeMaxDynamicSharedMemorySize, block_smem);
   int grids[] = {264, 280, 300, 330, 360, 396, 400, 420, 448, 480, 500, 512, 528};
   int *sm; unsigned long long* t0;
   cudaMalloc(&sm, 4096 * 4); cudaMalloc(&t0, 4096 * 8);
   std::vector<int> hsm(4096); std::vector<unsigned long long> ht(4096);
   for (int k : {3, 4, 5, 6, 8}) {
-    size_t smem = (233472 / k - 1024) / 128 * 128;
+    size_t smem = (sm_smem / k - reserved) / 128 * 128;
     int occ; cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, spin, threads, smem);
     if (occ != k) { printf("k=%d smem=%zu gives %d an SM: skipped\n", k, smem, occ); continue; }
     for (int g : grids) {
