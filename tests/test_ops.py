@@ -386,6 +386,32 @@ def test_band_rows_take_half_the_warps_only_past_a_wave_of_the_rules(dtype, n, f
         assert_matches_reference(y, x, r0, w)
 
 
+@pytest.mark.parametrize("n", [2800, 3576])
+def test_warm_band_rows_of_fp32_16_kib_tiles_take_16_warps_or_the_persistent_grid(n, device):
+    # fp32 rows of 2049-4096 at 3.5 rows an SM (at most 512 rows, over 32 KiB an SM): 16 warps, the weight
+    # first; writing y only, rows over 2816 on the persistent grid, 2 programs an SM, whose bits are the rows
+    # path's with the same tile and warps.
+    from fusedkernel.kernels.config import ForwardConfig
+    from fusedkernel.kernels.launch import _max_splits, table_config
+
+    index = -1 if device == "cpu" else torch.cuda.current_device()
+    rows = -(-7 * _max_splits(index) // 2)
+    x, r0, w = (rand((rows, n), torch.float32, device), rand((rows, n), torch.float32, device, seed=1),
+                rand((n,), torch.float32, device, seed=2))
+    sixteen = ForwardConfig("rows", 1, 4096, 1, 16, "first")
+    r = r0.clone()
+    assert table_config(x, r, w, torch.empty_like(x), res=r) == sixteen
+    y, _ = add_rmsnorm(x, r, w, inplace_residual=True)
+    assert_matches_reference(y, x, r0, w)
+    cfg = table_config(x, r0, w, torch.empty_like(x))
+    assert cfg == (ForwardConfig("persistent", 1, 4096, 1, 16, "first", 2) if n > 2816 else sixteen)
+    y1 = add_rmsnorm(x, r0, w)
+    assert_matches_reference(y1, x, r0, w)
+    y2 = torch.empty_like(x)
+    forward_rows(x, r0, w, 1e-6, y2, cfg=sixteen)
+    assert torch.equal(y1, y2) and torch.equal(y, y1)
+
+
 @pytest.mark.parametrize("n, inplace", [(18272, True), (16392, False)])
 def test_band_rows_of_2_byte_rows_past_16384_split_over_the_decode_splits_tiles(n, inplace, device):
     # 2-8 rows an SM of bf16 rows of 16385-32768 (a whole row: 32 elements a thread at 32 warps) take the

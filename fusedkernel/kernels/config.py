@@ -232,6 +232,12 @@ class ForwardSettings:
     # those row counts, half its warps where they hold every row in one: band_wave_config); past them, with
     many_rows_thread_elems: int  # the residual stored, at least the warps that hold this many of such a tile's
     # elements a thread: docs/tuning.md#forward-warps
+    warm_max_rows: int  # launches of at most this many rows (decode steps, replayed with x in L2) and...
+    band_warm_max_rows_per_sm: int  # ...this many an SM (one wave of band_warm_warps' programs) of those...
+    band_warm_bytes_per_sm: int  # ...fp32 tiles of twice band_tile_bytes, whose rows hold more than this an SM,
+    band_warm_warps: int  # ...take this many warps, the weight first, on the rows path but, writing y only, rows of...
+    band_warm_narrow_row_bytes: int  # ...more than this many bytes on the persistent grid at...
+    band_warm_programs_per_sm: int  # ...this many programs an SM: docs/tuning.md#forward-band-waves
     split: ForwardConfig  # rows wider than a tile, split over programs: docs/tuning.md#forward-split-rows
     looped: ForwardConfig  # rows split over more programs than SMs: docs/tuning.md#forward-looped-path
 
@@ -245,7 +251,7 @@ class ForwardSettings:
                                     "few_rows_weight_first_max_bytes",
                                     "after_sum_max_tile_bytes", "few_rows_split_min_bytes", "few_rows_split_tile_bytes",
                                     "persistent_tile_bytes", "persistent_narrow_warps", "band_tile_bytes",
-                                    "band_warps", "many_rows_thread_elems"))
+                                    "band_warps", "many_rows_thread_elems", "band_warm_warps"))
         if self.min_warps > self.max_warps:
             raise ValueError(f"ForwardSettings.min_warps must be at most max_warps ({self.max_warps}), "
                              f"got {self.min_warps}")
@@ -319,6 +325,8 @@ HOPPER = Settings(
         few_rows_split_lone_max_pieces=14, few_rows_split_lone_min_cols=14336, persistent_tile_bytes=32768,
         persistent_min_rows_per_sm=2, persistent_max_rows_per_sm=8, persistent_narrow_row_bytes=22528,
         persistent_narrow_warps=16, band_tile_bytes=8192, band_warps=8, many_rows_thread_elems=16,
+        warm_max_rows=512, band_warm_max_rows_per_sm=4, band_warm_bytes_per_sm=32768, band_warm_warps=16,
+        band_warm_narrow_row_bytes=11264, band_warm_programs_per_sm=2,
         split=ForwardConfig("rows", 2, 2048, 1, 4),
         looped=ForwardConfig("looped", 1, 4096, 1, 8)),
     backward=BackwardSettings(

@@ -22,7 +22,10 @@ Forward paths:
   rule takes it for 32 KiB whole-row tiles (one holds an SM alone: bf16 and
   fp16 rows 8193-16384 wide, fp32 4097-8192) at more than 2 and at most 8
   rows per SM (265-1056 rows on 132 SMs), 16 warps a program for rows of at
-  most 22 KiB, else 32.
+  most 22 KiB, else 32; and, 2 programs an SM of 16 warps, for fp32 rows of
+  2817-4096 written as y only in launches of at most 512 rows (4 an SM) that
+  hold more than 32 KiB an SM (the same launches with the residual stored,
+  and rows up to 2816, take the rows path on 16 warps).
 
 The search space ``tools/kernel/tune_forward.py`` sweeps sits beside the
 rule (:func:`forward_candidates`).
@@ -84,8 +87,9 @@ def _row_class(n_rows: int | None, n_cols: int, elem_bytes: int, max_splits: int
     # the residual stored, not fp16: _lone_split's pieces), "few_sparse" (few, with at
     # least few_rows_sparse_sms_per_row SMs a row), "few_dense" (few, rows of more than few_rows_dense_bytes
     # in all, few_rows_narrow_dense_bytes in tiles up to few_rows_max_tile), "under_band" (more than few,
-    # at most persistent_min_rows_per_sm an SM), "band" (the persistent grid's row counts) or "many" (more,
-    # or None).
+    # at most persistent_min_rows_per_sm an SM), "band_warm" (band rows of fp32 tiles of twice band_tile_bytes, at
+    # most warm_max_rows and band_warm_max_rows_per_sm an SM, holding more than band_warm_bytes_per_sm an SM),
+    # "band" (the persistent grid's row counts) or "many" (more, or None).
     if n_rows is None:
         return "many"
     if type(n_rows) is not int or n_rows < 0:
@@ -110,7 +114,15 @@ def _row_class(n_rows: int | None, n_cols: int, elem_bytes: int, max_splits: int
         return "few_dense" if ints and n_rows * n_cols * elem_bytes > dense else "few"
     if n_rows <= f.persistent_min_rows_per_sm * max_splits:
         return "under_band"
-    return "band" if _in_band(n_rows, max_splits, f) else "many"
+    if not _in_band(n_rows, max_splits, f):
+        return "many"
+    # Plain ints: the launch asks on every call (host time).
+    if (n_rows <= min(f.warm_max_rows, f.band_warm_max_rows_per_sm * max_splits) and elem_bytes == 4
+            and type(n_cols) is int
+            and f.band_tile_bytes < n_cols * 4 <= 2 * f.band_tile_bytes
+            and n_rows * n_cols * 4 > f.band_warm_bytes_per_sm * max_splits):
+        return "band_warm"
+    return "band"
 
 
 def _in_band(n_rows: int, max_splits: int, f: ForwardSettings) -> bool:
@@ -209,6 +221,14 @@ def _forward_config(n_cols: int, elem_bytes: int, max_splits: int, settings: Set
             return ForwardConfig("rows", block_m, block_n, splits, warps, "before_sum")
         block_n = whole_n
         block_m = 1 if few_rows else max(1, f.narrow_tile_elems // block_n)
+        if rows == "band_warm":
+            # Decode-sized launches whose rows are in L2 (an engine replays them in CUDA graphs) read faster on
+            # more warps; writing y only, rows that fill most of the tile on the persistent grid, which loads
+            # the next rows before this one's sums (docs/tuning.md#forward-band-waves).
+            warps = _clamp_warps(f.band_warm_warps, f)
+            if stores_residual or n_cols * elem_bytes <= f.band_warm_narrow_row_bytes:
+                return ForwardConfig("rows", block_m, block_n, 1, warps, "first")
+            return ForwardConfig("persistent", block_m, block_n, 1, warps, "first", f.band_warm_programs_per_sm)
         if block_n * elem_bytes == f.persistent_tile_bytes and rows == "band":
             # A row filling at most 11/16 of the tile reads within 3% of the best on half the warps, often
             # ahead (docs/tuning.md#forward-persistent-grid).

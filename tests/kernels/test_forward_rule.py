@@ -485,7 +485,7 @@ def test_persistent_candidates_hold_the_rules_whole_rows_at_prefill_only(n):
 # docs/tuning.md#forward-band-split).
 PERSISTENT = {(8192, 2): ("rrrr", None), (8200, 2): ("rppr", 16), (10248, 2): ("rppr", 16),
               (11264, 2): ("rppr", 16), (11272, 2): ("rppr", 32), (16384, 2): ("rppr", 32), (32768, 2): ("rssr", None),
-              (32776, 2): ("ssss", None), (4096, 4): ("rrrr", None), (4104, 4): ("rppr", 16),
+              (32776, 2): ("ssss", None), (4104, 4): ("rppr", 16),
               (5128, 4): ("rppr", 16), (5632, 4): ("rppr", 16), (5640, 4): ("rppr", 32), (8192, 4): ("rppr", 32),
               (16384, 4): ("rrrr", None)}
 
@@ -640,3 +640,37 @@ def test_decode_split_warps_stay_within_max_warps_under_other_settings():
     tiny = dataclasses.replace(HOPPER, forward=dataclasses.replace(HOPPER.forward, max_thread_elems=1))
     cfg = forward_config(8232, 4, 8, tiny, n_rows=1)
     assert cfg.splits > 1 and cfg.num_warps == 32
+
+
+# fp32 rows of 2049-4096 (16 KiB tiles) in band launches of at most 512 rows (decode steps, x in L2) and 4 an SM
+# whose rows hold more than 32 KiB an SM (rows x row bytes > 32768 x 132 on 132 SMs): 16 warps, the weight first;
+# writing y only, rows over 2816 wide (11/16 of the tile) on the persistent grid, 16 warps, 2 an SM
+# (docs/tuning.md#forward-band-waves).
+@pytest.mark.parametrize("n, rows, want", [
+    (2816, 384, None),  # 32 KiB an SM exactly: the band's 8 warps
+    (2816, 385, "W"), (2800, 441, "W"), (2816, 512, "W"), (2824, 512, "P"), (3576, 371, "P"), (4096, 265, "P"),
+    (2800, 371, None),  # 30.7 KiB an SM
+    (4096, 264, None),  # below the band
+    (4096, 1056, None),  # 8 an SM (the 16 KiB tile is not the persistent grid's 32 KiB)
+    (3576, 513, None),  # more than warm_max_rows
+    (2048, 512, None),  # an 8 KiB tile
+])
+def test_warm_band_rows_of_fp32_16_kib_tiles_over_32_kib_an_sm_take_16_warps_or_the_persistent_grid(n, rows, want):
+    cold = dataclasses.replace(HOPPER, forward=dataclasses.replace(F, warm_max_rows=1))
+    sixteen = ForwardConfig("rows", 1, 4096, 1, 16, "first")
+    for stores in (True, False):
+        got = forward_config(n, 4, 132, n_rows=rows, stores_residual=stores)
+        if want == "W" or want == "P" and stores:
+            assert got == sixteen
+        elif want == "P":
+            assert got == ForwardConfig("persistent", 1, 4096, 1, 16, "first", 2)
+        else:
+            assert got == forward_config(n, 4, 132, cold, rows, stores) and got.num_warps <= 8
+        # 2-byte rows of the same width keep their launch.
+        assert forward_config(n, 2, 132, n_rows=rows) == forward_config(n, 2, 132, cold, rows)
+    # The settings' numbers, not the rule's: a smaller byte edge takes the rows below it, and 8 SMs scale it.
+    low = dataclasses.replace(HOPPER, forward=dataclasses.replace(F, band_warm_bytes_per_sm=16384))
+    assert forward_config(2800, 4, 132, low, 371) == sixteen
+    # 8 SMs: at most 4 rows an SM (one wave of 16-warp programs).
+    assert forward_config(3576, 4, 8, n_rows=32, stores_residual=False).path == "persistent"
+    assert forward_config(3576, 4, 8, n_rows=33) == forward_config(3576, 4, 8, cold, 33)
