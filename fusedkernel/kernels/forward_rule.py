@@ -23,9 +23,9 @@ Forward paths:
   fp16 rows 8193-16384 wide, fp32 4097-8192) at more than 2 and at most 8
   rows per SM (265-1056 rows on 132 SMs), 16 warps a program for rows of at
   most 22 KiB, else 32; and, 2 programs an SM of 16 warps, for fp32 rows of
-  2817-4096 written as y only in launches of at most 512 rows (4 an SM) that
-  hold more than 32 KiB an SM (the same launches with the residual stored,
-  and rows up to 2816, take the rows path on 16 warps).
+  2817-4096 written as y only in band launches of at most 512 rows and at
+  most 4 an SM that hold more than 32 KiB an SM (the same launches with the
+  residual stored, and rows of 2049-2816, take the rows path on 16 warps).
 
 The search space ``tools/kernel/tune_forward.py`` sweeps sits beside the
 rule (:func:`forward_candidates`).

@@ -625,6 +625,10 @@ def test_a_cached_rule_asks_triton_nothing_past_decode(monkeypatch):
     cases = [(n, rows) for n in (2880, 4096, 16384, 18272, 32768) for rows in (1, 64, 200, 512, 1056, 8192)]
     for n, rows in cases:
         forward_config(n, 2, 132, HOPPER, rows)
+    # fp32 band rows, warm (16 KiB tiles over 32 KiB an SM) and not, either op.
+    fp32 = [(n, rows, stores) for n in (2440, 3576) for rows in (300, 400, 700) for stores in (True, False)]
+    for n, rows, stores in fp32:
+        forward_config(n, 4, 132, HOPPER, rows, stores)
 
     def refuse(*args):
         raise AssertionError("triton.next_power_of_2 was called")
@@ -633,6 +637,8 @@ def test_a_cached_rule_asks_triton_nothing_past_decode(monkeypatch):
     for n, rows in cases:
         if rows > 132 or n <= 16384:
             forward_config(n, 2, 132, HOPPER, rows + 1)
+    for n, rows, stores in fp32:
+        forward_config(n, 4, 132, HOPPER, rows + 1, stores)
 
 
 def test_decode_split_warps_stay_within_max_warps_under_other_settings():
@@ -666,11 +672,21 @@ def test_warm_band_rows_of_fp32_16_kib_tiles_over_32_kib_an_sm_take_16_warps_or_
             assert got == ForwardConfig("persistent", 1, 4096, 1, 16, "first", 2)
         else:
             assert got == forward_config(n, 4, 132, cold, rows, stores) and got.num_warps <= 8
-        # 2-byte rows of the same width keep their launch.
+        # 2-byte rows of the same width keep their launch; the tuner's candidates lead with the rule's.
         assert forward_config(n, 2, 132, n_rows=rows) == forward_config(n, 2, 132, cold, rows)
-    # The settings' numbers, not the rule's: a smaller byte edge takes the rows below it, and 8 SMs scale it.
+        assert forward_candidates(n, 4, 132, n_rows=rows, stores_residual=stores)[0] == got
+    # The settings' numbers, not the rule's: a smaller byte edge takes the rows below it, but neither 8 KiB
+    # tiles nor rows below the band (at HOPPER's 32 KiB an SM those hold too few bytes to be warm).
     low = dataclasses.replace(HOPPER, forward=dataclasses.replace(F, band_warm_bytes_per_sm=16384))
     assert forward_config(2800, 4, 132, low, 371) == sixteen
+    assert forward_config(2048, 4, 132, low, 512) == forward_config(2048, 4, 132, cold, 512)
+    assert forward_config(4096, 4, 132, low, 264) == forward_config(4096, 4, 132, cold, 264)
+    other = dataclasses.replace(HOPPER, forward=dataclasses.replace(
+        F, band_warm_warps=32, band_warm_programs_per_sm=1, band_warm_narrow_row_bytes=14336,
+        band_warm_max_rows_per_sm=3))
+    assert forward_config(3576, 4, 132, other, 396, False) == ForwardConfig("rows", 1, 4096, 1, 32, "first")
+    assert forward_config(4096, 4, 132, other, 396, False) == ForwardConfig("persistent", 1, 4096, 1, 32, "first", 1)
+    assert forward_config(3576, 4, 132, other, 397) == forward_config(3576, 4, 132, cold, 397)
     # 8 SMs: at most 4 rows an SM (one wave of 16-warp programs).
     assert forward_config(3576, 4, 8, n_rows=32, stores_residual=False).path == "persistent"
     assert forward_config(3576, 4, 8, n_rows=33) == forward_config(3576, 4, 8, cold, 33)
