@@ -116,10 +116,9 @@ def _row_class(n_rows: int | None, n_cols: int, elem_bytes: int, max_splits: int
         return "under_band"
     if not _in_band(n_rows, max_splits, f):
         return "many"
-    # Plain ints: the launch asks on every call (host time).
-    if (n_rows <= min(f.warm_max_rows, f.band_warm_max_rows_per_sm * max_splits) and elem_bytes == 4
-            and type(n_cols) is int
-            and f.band_tile_bytes < n_cols * 4 <= 2 * f.band_tile_bytes
+    # Plain ints, the dtype first: the launch asks on every call (host time).
+    if (elem_bytes == 4 and type(n_cols) is int and f.band_tile_bytes < n_cols * 4 <= 2 * f.band_tile_bytes
+            and n_rows <= min(f.warm_max_rows, f.band_warm_max_rows_per_sm * max_splits)
             and n_rows * n_cols * 4 > f.band_warm_bytes_per_sm * max_splits):
         return "band_warm"
     return "band"
