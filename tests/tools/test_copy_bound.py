@@ -1,4 +1,4 @@
-"""tools/kernel/copy_bound.py: a launch's copy moves the op's bytes (checked here in the interpreter)."""
+"""tools/kernel/copy_bound.py: a launch's copy moves the op's bytes (on the GPU, or in the interpreter without one)."""
 
 import pathlib
 import re
@@ -20,11 +20,12 @@ from fusedkernel.kernels.config import ForwardConfig  # noqa: E402
 ])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("stores", [True, False])
-def test_a_copy_stores_the_sum_and_the_weighted_sum_of_every_element(cfg, dtype, stores):
-    # 7 rows of 80: a partial last row block and masked columns; y and res start as NaN.
+def test_a_copy_stores_the_sum_and_the_weighted_sum_of_every_element(cfg, dtype, stores, device):
+    # 7 rows of 80: a partial last row block and masked columns; y and res start as NaN. On the test's device:
+    # CPU tensors reached a GPU launch on a GPU host (2026-12-05, 16 failures there).
     g = torch.Generator().manual_seed(0)
-    x, r = (torch.randn(7, 80, generator=g).to(dtype) for _ in range(2))
-    w = torch.randn(80, generator=g).to(dtype)
+    x, r = (torch.randn(7, 80, generator=g).to(dtype=dtype, device=device) for _ in range(2))
+    w = torch.randn(80, generator=g).to(dtype=dtype, device=device)
     y = torch.full_like(x, float("nan"))
     res = torch.full_like(x, float("nan")) if stores else None
     copy_bound.copy_rows(x, r, w, y, res, cfg)
