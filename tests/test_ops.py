@@ -335,6 +335,11 @@ def test_persistent_path_gives_the_rows_paths_bits(dtype, block_m, n, device):
     assert_matches_reference(outs[1][0], x, r0, w)
 
 
+def _device_index(device: str) -> int:
+    """The launch's device index for the test's device (-1: the interpreter's CPU)."""
+    return -1 if device == "cpu" else torch.cuda.current_device()
+
+
 @pytest.mark.parametrize("dtype, n", [(torch.bfloat16, 12288), (torch.float32, 8000)])
 def test_the_tables_persistent_grid_walks_a_few_rows_per_sm(dtype, n, device):
     # 32 KiB whole-row tiles, 2-8 rows per SM (one SM in the interpreter): the
@@ -344,7 +349,7 @@ def test_the_tables_persistent_grid_walks_a_few_rows_per_sm(dtype, n, device):
     from fusedkernel.kernels.forward_rule import forward_config
     from fusedkernel.kernels.launch import _max_splits, _settings
 
-    index = -1 if device == "cpu" else torch.cuda.current_device()
+    index = _device_index(device)
     rows = 5 * _max_splits(index)
     cfg = forward_config(n, dtype.itemsize, _max_splits(index), _settings(index), rows)
     assert (cfg.path, cfg.block_n * dtype.itemsize) == ("persistent", 32768)
@@ -371,7 +376,7 @@ def test_band_rows_take_half_the_warps_only_past_a_wave_of_the_rules(dtype, n, f
     from fusedkernel.kernels.forward_rule import forward_config
     from fusedkernel.kernels.launch import _max_splits, _settings, table_config
 
-    index = -1 if device == "cpu" else torch.cuda.current_device()
+    index = _device_index(device)
     sms = _max_splits(index)
     hopper = device != "cpu" and torch.cuda.get_device_capability(index) == (9, 0)
     for rows in (2 * sms + 1, 7 * sms):
@@ -394,7 +399,7 @@ def test_warm_band_rows_of_fp32_16_kib_tiles_take_16_warps_or_the_persistent_gri
     from fusedkernel.kernels.config import ForwardConfig
     from fusedkernel.kernels.launch import _max_splits, table_config
 
-    index = -1 if device == "cpu" else torch.cuda.current_device()
+    index = _device_index(device)
     rows = min(512, -(-7 * _max_splits(index) // 2))  # at most 512 rows: decode
     x, r0, w = (rand((rows, n), torch.float32, device), rand((rows, n), torch.float32, device, seed=1),
                 rand((n,), torch.float32, device, seed=2))
@@ -420,7 +425,7 @@ def test_band_rows_of_2_byte_rows_past_16384_split_over_the_decode_splits_tiles(
     from fusedkernel.kernels.config import ForwardConfig
     from fusedkernel.kernels.launch import _max_splits, table_config
 
-    index = -1 if device == "cpu" else torch.cuda.current_device()
+    index = _device_index(device)
     sms = _max_splits(index)
     rows = 4 * sms
     x, r0 = rand((rows, n), torch.bfloat16, device), rand((rows, n), torch.bfloat16, device, seed=1)
